@@ -1,0 +1,7 @@
+-- Revert runq:schema_runq from pg
+
+BEGIN;
+
+DROP SCHEMA runq;
+
+COMMIT;

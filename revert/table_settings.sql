@@ -1,0 +1,7 @@
+-- Revert runq:table_settings from pg
+
+BEGIN;
+
+DROP TABLE runq.settings;
+
+COMMIT;

@@ -1,0 +1,7 @@
+-- Revert runq:table_tool_calls from pg
+
+BEGIN;
+
+DROP TABLE runq.tool_calls;
+
+COMMIT;

@@ -1,0 +1,7 @@
+-- Revert runq:type_run_event from pg
+
+BEGIN;
+
+DROP TYPE runq.run_event;
+
+COMMIT;

@@ -1,0 +1,7 @@
+-- Verify runq:type_run_event on pg
+
+BEGIN;
+
+SELECT NULL::runq.run_event;
+
+ROLLBACK;
