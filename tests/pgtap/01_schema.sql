@@ -1,0 +1,570 @@
+-- The foundation schema (issue 2): every table, column, constraint and index
+-- with its intended type, and the constraints proved by what they reject.
+-- Fixtures here write the tables directly, as the superuser pg_prove runs as:
+-- this file tests the schema, not the functions.
+BEGIN;
+SELECT plan(298);
+
+-- ---------------------------------------------------------------------------
+-- Schema, roles, tables, sequences, types
+-- ---------------------------------------------------------------------------
+SELECT has_schema('runq');
+SELECT tables_are('runq',
+    ARRAY['settings', 'runs', 'run_events', 'idempotency_keys',
+          'checkpoints', 'inputs', 'tool_calls']);
+SELECT sequences_are('runq',
+    ARRAY['progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
+SELECT types_are('runq', ARRAY['run_info', 'run_event']);
+
+SELECT has_role(r) FROM unnest(ARRAY['runq_worker', 'runq_client', 'runq_admin']) AS r;
+SELECT is((SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE rolname = r), false,
+          r || ' is NOLOGIN')
+  FROM unnest(ARRAY['runq_worker', 'runq_client', 'runq_admin']) AS r;
+SELECT ok(NOT has_schema_privilege('public', 'runq', 'CREATE'),
+          'PUBLIC cannot create objects in schema runq');
+
+-- ---------------------------------------------------------------------------
+-- Columns: the exact set of each table and type, then every column's type
+-- ---------------------------------------------------------------------------
+SELECT columns_are('runq', 'settings',
+    ARRAY['singleton', 'lease', 'backoff_base', 'backoff_cap', 'stale_after']);
+SELECT columns_are('runq', 'runs',
+    ARRAY['run_id', 'lease_epoch', 'last_checkpoint', 'created_at', 'updated_at',
+          'scheduled_for', 'ready_at', 'expires_at', 'heartbeat_at', 'lease_expires_at',
+          'finished_at', 'lease', 'queue_ttl', 'attempts', 'max_attempts', 'turns',
+          'tools_begun', 'priority', 'cancel_requested', 'status', 'recovery_policy',
+          'tenant_id', 'session_id', 'kind', 'principal_id', 'lease_owner', 'payload',
+          'result', 'failure', 'question']);
+SELECT columns_are('runq', 'run_events',
+    ARRAY['run_id', 'event_id', 'epoch', 'created_at', 'type', 'payload']);
+SELECT columns_are('runq', 'idempotency_keys',
+    ARRAY['tenant_id', 'principal_id', 'idempotency_key', 'request_hash', 'run_id', 'created_at']);
+SELECT columns_are('runq', 'checkpoints',
+    ARRAY['run_id', 'seq', 'epoch', 'created_at', 'state']);
+SELECT columns_are('runq', 'inputs',
+    ARRAY['run_id', 'seq', 'delivered_at', 'input']);
+SELECT columns_are('runq', 'tool_calls',
+    ARRAY['run_id', 'call_id', 'epoch', 'started_at', 'finished_at', 'tool', 'idempotency',
+          'status', 'args', 'outcome']);
+-- The composite types get_run and run_events return: the contract's columns.
+SELECT columns_are('runq', 'run_info',
+    ARRAY['run_id', 'tenant_id', 'session_id', 'kind', 'status', 'priority', 'attempts',
+          'max_attempts', 'scheduled_for', 'lease_epoch', 'cancel_requested', 'result',
+          'failure', 'question', 'created_at', 'updated_at', 'finished_at']);
+SELECT columns_are('runq', 'run_event',
+    ARRAY['event_id', 'epoch', 'type', 'payload', 'created_at']);
+
+-- Type and nullability of every table column (n = NOT NULL).
+CREATE TEMP TABLE expected_columns (tbl name, col name, typ text, n boolean) ON COMMIT DROP;
+INSERT INTO expected_columns VALUES
+    ('settings', 'singleton',        'boolean',                  true),
+    ('settings', 'lease',            'interval',                 true),
+    ('settings', 'backoff_base',     'interval',                 true),
+    ('settings', 'backoff_cap',      'interval',                 true),
+    ('settings', 'stale_after',      'interval',                 false),
+    ('runs', 'run_id',               'bigint',                   true),
+    ('runs', 'lease_epoch',          'bigint',                   true),
+    ('runs', 'last_checkpoint',      'bigint',                   false),
+    ('runs', 'created_at',           'timestamp with time zone', true),
+    ('runs', 'updated_at',           'timestamp with time zone', true),
+    ('runs', 'scheduled_for',        'timestamp with time zone', false),
+    ('runs', 'ready_at',             'timestamp with time zone', true),
+    ('runs', 'expires_at',           'timestamp with time zone', false),
+    ('runs', 'heartbeat_at',         'timestamp with time zone', false),
+    ('runs', 'lease_expires_at',     'timestamp with time zone', false),
+    ('runs', 'finished_at',          'timestamp with time zone', false),
+    ('runs', 'lease',                'interval',                 false),
+    ('runs', 'queue_ttl',            'interval',                 false),
+    ('runs', 'attempts',             'integer',                  true),
+    ('runs', 'max_attempts',         'integer',                  true),
+    ('runs', 'turns',                'integer',                  true),
+    ('runs', 'tools_begun',          'integer',                  true),
+    ('runs', 'priority',             'smallint',                 true),
+    ('runs', 'cancel_requested',     'boolean',                  true),
+    ('runs', 'status',               'text',                     true),
+    ('runs', 'recovery_policy',      'text',                     true),
+    ('runs', 'tenant_id',            'text',                     true),
+    ('runs', 'session_id',           'text',                     false),
+    ('runs', 'kind',                 'text',                     true),
+    ('runs', 'principal_id',         'text',                     false),
+    ('runs', 'lease_owner',          'text',                     false),
+    ('runs', 'payload',              'jsonb',                    true),
+    ('runs', 'result',               'jsonb',                    false),
+    ('runs', 'failure',              'jsonb',                    false),
+    ('runs', 'question',             'jsonb',                    false),
+    ('run_events', 'run_id',         'bigint',                   true),
+    ('run_events', 'event_id',       'bigint',                   true),
+    ('run_events', 'epoch',          'bigint',                   true),
+    ('run_events', 'created_at',     'timestamp with time zone', true),
+    ('run_events', 'type',           'text',                     true),
+    ('run_events', 'payload',        'jsonb',                    true),
+    ('idempotency_keys', 'tenant_id',       'text',                     true),
+    ('idempotency_keys', 'principal_id',    'text',                     false),
+    ('idempotency_keys', 'idempotency_key', 'text',                     true),
+    ('idempotency_keys', 'request_hash',    'bytea',                    true),
+    ('idempotency_keys', 'run_id',          'bigint',                   false),
+    ('idempotency_keys', 'created_at',      'timestamp with time zone', true),
+    ('checkpoints', 'run_id',        'bigint',                   true),
+    ('checkpoints', 'seq',           'bigint',                   true),
+    ('checkpoints', 'epoch',         'bigint',                   true),
+    ('checkpoints', 'created_at',    'timestamp with time zone', true),
+    ('checkpoints', 'state',         'jsonb',                    true),
+    ('inputs', 'run_id',             'bigint',                   true),
+    ('inputs', 'seq',                'bigint',                   true),
+    ('inputs', 'delivered_at',       'timestamp with time zone', true),
+    ('inputs', 'input',              'jsonb',                    true),
+    ('tool_calls', 'run_id',         'bigint',                   true),
+    ('tool_calls', 'call_id',        'text',                     true),
+    ('tool_calls', 'epoch',          'bigint',                   true),
+    ('tool_calls', 'started_at',     'timestamp with time zone', true),
+    ('tool_calls', 'finished_at',    'timestamp with time zone', false),
+    ('tool_calls', 'tool',           'text',                     true),
+    ('tool_calls', 'idempotency',    'text',                     true),
+    ('tool_calls', 'status',         'text',                     true),
+    ('tool_calls', 'args',           'jsonb',                    true),
+    ('tool_calls', 'outcome',        'jsonb',                    false);
+
+-- 66 type tests, 66 nullability tests.
+SELECT col_type_is('runq', tbl, col, typ, format('runq.%s.%s is %s', tbl, col, typ))
+  FROM expected_columns ORDER BY tbl, col;
+SELECT CASE WHEN n THEN col_not_null('runq', tbl, col, format('runq.%s.%s is NOT NULL', tbl, col))
+            ELSE col_is_null('runq', tbl, col, format('runq.%s.%s is nullable', tbl, col)) END
+  FROM expected_columns ORDER BY tbl, col;
+
+-- The result types: priority is integer to callers, smallint in storage.
+CREATE TEMP TABLE expected_type_columns (typ name, col name, coltype text) ON COMMIT DROP;
+INSERT INTO expected_type_columns VALUES
+    ('run_info', 'run_id',           'bigint'),
+    ('run_info', 'tenant_id',        'text'),
+    ('run_info', 'session_id',       'text'),
+    ('run_info', 'kind',             'text'),
+    ('run_info', 'status',           'text'),
+    ('run_info', 'priority',         'integer'),
+    ('run_info', 'attempts',         'integer'),
+    ('run_info', 'max_attempts',     'integer'),
+    ('run_info', 'scheduled_for',    'timestamp with time zone'),
+    ('run_info', 'lease_epoch',      'bigint'),
+    ('run_info', 'cancel_requested', 'boolean'),
+    ('run_info', 'result',           'jsonb'),
+    ('run_info', 'failure',          'jsonb'),
+    ('run_info', 'question',         'jsonb'),
+    ('run_info', 'created_at',       'timestamp with time zone'),
+    ('run_info', 'updated_at',       'timestamp with time zone'),
+    ('run_info', 'finished_at',      'timestamp with time zone'),
+    ('run_event', 'event_id',        'bigint'),
+    ('run_event', 'epoch',           'bigint'),
+    ('run_event', 'type',            'text'),
+    ('run_event', 'payload',         'jsonb'),
+    ('run_event', 'created_at',      'timestamp with time zone');
+-- 22 tests.
+SELECT col_type_is('runq', typ, col, coltype, format('runq.%s.%s is %s', typ, col, coltype))
+  FROM expected_type_columns ORDER BY typ, col;
+
+-- Identity and generated columns.
+SELECT is((SELECT a.attidentity::text FROM pg_catalog.pg_attribute AS a
+            WHERE a.attrelid = 'runq.runs'::regclass AND a.attname = 'run_id'),
+          'a', 'runq.runs.run_id is GENERATED ALWAYS AS IDENTITY');
+SELECT is((SELECT a.attidentity::text FROM pg_catalog.pg_attribute AS a
+            WHERE a.attrelid = 'runq.run_events'::regclass AND a.attname = 'event_id'),
+          'a', 'runq.run_events.event_id is GENERATED ALWAYS AS IDENTITY');
+SELECT is((SELECT a.attgenerated::text FROM pg_catalog.pg_attribute AS a
+            WHERE a.attrelid = 'runq.runs'::regclass AND a.attname = 'ready_at'),
+          's', 'runq.runs.ready_at is a stored generated column');
+
+-- ---------------------------------------------------------------------------
+-- Keys and constraints by name
+-- ---------------------------------------------------------------------------
+SELECT col_is_pk('runq', 'settings', 'singleton', 'settings is keyed by singleton');
+SELECT col_is_pk('runq', 'runs', 'run_id', 'runs is keyed by run_id');
+SELECT col_is_pk('runq', 'run_events', ARRAY['run_id', 'event_id'], 'run_events is keyed by (run_id, event_id)');
+SELECT col_is_pk('runq', 'checkpoints', ARRAY['run_id', 'seq'], 'checkpoints is keyed by (run_id, seq)');
+SELECT col_is_pk('runq', 'inputs', ARRAY['run_id', 'seq'], 'inputs is keyed by (run_id, seq)');
+SELECT col_is_pk('runq', 'tool_calls', ARRAY['run_id', 'call_id'], 'tool_calls is keyed by (run_id, call_id)');
+SELECT col_is_unique('runq', 'idempotency_keys', ARRAY['tenant_id', 'principal_id', 'idempotency_key'],
+                     'idempotency keys are unique per (tenant_id, principal_id, idempotency_key)');
+
+SELECT fk_ok('runq', 'idempotency_keys', 'run_id', 'runq', 'runs', 'run_id');
+SELECT fk_ok('runq', 'checkpoints', 'run_id', 'runq', 'runs', 'run_id');
+SELECT fk_ok('runq', 'inputs', 'run_id', 'runq', 'runs', 'run_id');
+SELECT fk_ok('runq', 'tool_calls', 'run_id', 'runq', 'runs', 'run_id');
+SELECT hasnt_fk('runq', 'run_events', 'run_events has no foreign key (no RI check on the hot path)');
+
+-- The exact set of CHECK constraints of each table.
+SELECT is(
+    (SELECT coalesce(array_agg(c.conname::text ORDER BY c.conname::text), ARRAY[]::text[])
+       FROM pg_catalog.pg_constraint AS c
+      WHERE c.conrelid = format('runq.%I', tbl)::regclass AND c.contype = 'c'),
+    checks,
+    format('runq.%s has exactly its CHECK constraints', tbl))
+  FROM (VALUES
+    ('settings', ARRAY['settings_backoff_base_check', 'settings_check', 'settings_lease_check',
+                       'settings_singleton_check', 'settings_stale_after_check']),
+    ('runs', ARRAY['runs_attempts_check', 'runs_expires_with_ttl', 'runs_failure_check',
+                   'runs_failure_iff_failed', 'runs_finished_iff_terminal', 'runs_kind_check',
+                   'runs_lease_check', 'runs_lease_epoch_check', 'runs_leased_iff_running',
+                   'runs_max_attempts_check', 'runs_payload_check', 'runs_priority_check',
+                   'runs_question_iff_waiting', 'runs_queue_ttl_check',
+                   'runs_recovery_policy_check', 'runs_session_id_check', 'runs_status_check',
+                   'runs_tenant_id_check', 'runs_tools_begun_check', 'runs_turns_check']),
+    ('run_events', ARRAY['run_events_epoch_check', 'run_events_payload_check',
+                         'run_events_type_check']),
+    ('idempotency_keys', ARRAY['idempotency_keys_idempotency_key_check']),
+    ('checkpoints', ARRAY[]::text[]),
+    ('inputs', ARRAY[]::text[]),
+    ('tool_calls', ARRAY['tool_calls_args_check', 'tool_calls_call_id_check',
+                         'tool_calls_finished_iff_outcome', 'tool_calls_idempotency_check',
+                         'tool_calls_status_check', 'tool_calls_tool_check',
+                         'tool_calls_uncertain_only_non_idempotent'])
+  ) AS v(tbl, checks);
+
+-- ---------------------------------------------------------------------------
+-- Indexes: the exact set per table, then each definition (columns, uniqueness,
+-- predicate) as designed for the hot path
+-- ---------------------------------------------------------------------------
+SELECT indexes_are('runq', 'settings', ARRAY['settings_pkey']);
+SELECT indexes_are('runq', 'runs',
+    ARRAY['runs_pkey', 'runs_ready_idx', 'runs_session_active_key', 'runs_held_idx',
+          'runs_queue_expiry_idx', 'runs_dead_letter_idx']);
+SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key']);
+SELECT indexes_are('runq', 'idempotency_keys', ARRAY['idempotency_keys_scope_key', 'idempotency_keys_run_idx']);
+SELECT indexes_are('runq', 'checkpoints', ARRAY['checkpoints_pkey']);
+SELECT indexes_are('runq', 'inputs', ARRAY['inputs_pkey']);
+SELECT indexes_are('runq', 'tool_calls', ARRAY['tool_calls_pkey']);
+
+SELECT is(pg_catalog.pg_get_indexdef(format('runq.%I', idx)::regclass), def, idx || ' is defined as designed')
+  FROM (VALUES
+    ('runs_ready_idx',
+     'CREATE INDEX runs_ready_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE (status = ''queued''::text)'),
+    ('runs_session_active_key',
+     'CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE ((status = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text])) AND (session_id IS NOT NULL))'),
+    ('runs_held_idx',
+     'CREATE INDEX runs_held_idx ON runq.runs USING btree (status, priority) WHERE (status = ANY (ARRAY[''running''::text, ''waiting_for_user''::text]))'),
+    ('runs_queue_expiry_idx',
+     'CREATE INDEX runs_queue_expiry_idx ON runq.runs USING btree (expires_at) WHERE ((status = ''queued''::text) AND (expires_at IS NOT NULL))'),
+    ('runs_dead_letter_idx',
+     'CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_at) WHERE (status = ''failed''::text)'),
+    ('run_events_fenced_key',
+     'CREATE UNIQUE INDEX run_events_fenced_key ON runq.run_events USING btree (run_id, epoch) WHERE (type = ''run.fenced''::text)'),
+    ('idempotency_keys_scope_key',
+     'CREATE UNIQUE INDEX idempotency_keys_scope_key ON runq.idempotency_keys USING btree (tenant_id, principal_id, idempotency_key) NULLS NOT DISTINCT'),
+    ('idempotency_keys_run_idx',
+     'CREATE INDEX idempotency_keys_run_idx ON runq.idempotency_keys USING btree (run_id)')
+  ) AS v(idx, def);
+
+-- A heartbeat writes only heartbeat_at and lease_expires_at: no index may
+-- cover them, or heartbeats stop being HOT updates.
+SELECT is((SELECT count(*)::int FROM pg_catalog.pg_index AS i
+             JOIN pg_catalog.pg_attribute AS a
+               ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+            WHERE i.indrelid = 'runq.runs'::regclass
+              AND a.attname IN ('heartbeat_at', 'lease_expires_at', 'updated_at')),
+          0, 'no index on runs covers heartbeat_at, lease_expires_at or updated_at (HOT heartbeats)');
+
+-- ---------------------------------------------------------------------------
+-- settings: one row, the contract's defaults
+-- ---------------------------------------------------------------------------
+SELECT is((SELECT count(*)::int FROM runq.settings), 1, 'settings holds exactly one row');
+SELECT is((SELECT backoff_base FROM runq.settings), interval '1 second', 'default backoff base is 1 s');
+SELECT is((SELECT backoff_cap FROM runq.settings), interval '5 minutes', 'default backoff cap is 5 min');
+SELECT ok((SELECT lease > interval '0' FROM runq.settings), 'default lease is positive');
+SELECT is((SELECT stale_after FROM runq.settings), NULL::interval, 'stale_after is NULL by default (derived)');
+SELECT throws_ok('INSERT INTO runq.settings DEFAULT VALUES', '23505', NULL,
+                 'a second settings row is rejected');
+SELECT throws_ok('INSERT INTO runq.settings (singleton) VALUES (false)', '23514', NULL,
+                 'a settings row with singleton false is rejected');
+SELECT throws_ok($$UPDATE runq.settings SET lease = interval '0'$$, '23514', NULL,
+                 'a zero lease setting is rejected');
+SELECT throws_ok($$UPDATE runq.settings SET backoff_base = interval '0'$$, '23514', NULL,
+                 'a zero backoff base is rejected');
+SELECT throws_ok($$UPDATE runq.settings SET backoff_cap = interval '1 millisecond'$$, '23514', NULL,
+                 'a backoff cap below the base is rejected');
+SELECT throws_ok($$UPDATE runq.settings SET stale_after = interval '-1 second'$$, '23514', NULL,
+                 'a negative stale_after is rejected');
+
+-- ---------------------------------------------------------------------------
+-- runs: defaults and generated columns
+-- ---------------------------------------------------------------------------
+INSERT INTO runq.runs (tenant_id, kind, priority, created_at, updated_at)
+VALUES ('schema-t', 'k', 10, now(), now())
+RETURNING run_id AS base_run \gset
+
+SELECT results_eq(
+    format($$SELECT lease_epoch, attempts, max_attempts, turns, tools_begun, cancel_requested,
+                    status, recovery_policy, payload, ready_at = created_at
+               FROM runq.runs WHERE run_id = %s$$, :base_run),
+    $$VALUES (0::bigint, 0, 3, 0, 0, false, 'queued'::text, 'resume'::text, '{}'::jsonb, true)$$,
+    'a minimal run defaults to epoch 0, no attempts, max_attempts 3, queued, resume, {} and ready at creation');
+
+SELECT is((SELECT ready_at FROM runq.runs WHERE run_id = :base_run), now(),
+          'ready_at is created_at without scheduled_for');
+UPDATE runq.runs SET scheduled_for = now() + interval '1 hour' WHERE run_id = :base_run;
+SELECT is((SELECT ready_at FROM runq.runs WHERE run_id = :base_run), now() + interval '1 hour',
+          'ready_at follows scheduled_for');
+SELECT throws_ok(format('UPDATE runq.runs SET ready_at = now() WHERE run_id = %s', :base_run),
+                 '428C9', NULL, 'ready_at cannot be written');
+SELECT throws_ok($$INSERT INTO runq.runs (run_id, tenant_id, kind, priority, created_at, updated_at)
+                   VALUES (-1, 'schema-t', 'k', 10, now(), now())$$,
+                 '428C9', NULL, 'run_id cannot be chosen by the writer');
+
+-- ---------------------------------------------------------------------------
+-- runs: CHECK constraints reject what they must, accept the boundaries
+-- ---------------------------------------------------------------------------
+SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, max_attempts, created_at, updated_at)
+                  VALUES ('schema-t', 'k', 0, 1, now(), now()),
+                         ('schema-t', 'k', 32767, 1, now(), now())$$,
+                'priority 0 and 32767 and max_attempts 1 are accepted');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, created_at, updated_at)
+                   VALUES ('schema-t', 'k', -1, now(), now())$$,
+                 '23514', NULL, 'priority -1 is rejected by a CHECK');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 32768, now(), now())$$,
+                 '22003', NULL, 'priority 32768 is out of the smallint range');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, max_attempts, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, 0, now(), now())$$,
+                 '23514', NULL, 'max_attempts 0 is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, 'paused', now(), now())$$,
+                 '23514', NULL, 'an unknown status is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, recovery_policy, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, 'retry', now(), now())$$,
+                 '23514', NULL, 'an unknown recovery policy is rejected');
+SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, recovery_policy, created_at, updated_at)
+                  VALUES ('schema-t', 'k', 10, 'fail', now(), now()),
+                         ('schema-t', 'k', 10, 'zero_work', now(), now())$$,
+                'recovery policies fail and zero_work are accepted');
+SELECT throws_ok(format('UPDATE runq.runs SET attempts = -1 WHERE run_id = %s', :base_run),
+                 '23514', NULL, 'negative attempts are rejected');
+SELECT throws_ok(format('UPDATE runq.runs SET lease_epoch = -1 WHERE run_id = %s', :base_run),
+                 '23514', NULL, 'a negative lease_epoch is rejected');
+SELECT throws_ok(format('UPDATE runq.runs SET turns = -1 WHERE run_id = %s', :base_run),
+                 '23514', NULL, 'negative turns are rejected');
+SELECT throws_ok(format('UPDATE runq.runs SET tools_begun = -1 WHERE run_id = %s', :base_run),
+                 '23514', NULL, 'negative tools_begun is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, created_at, updated_at)
+                   VALUES ('', 'k', 10, now(), now())$$,
+                 '23514', NULL, 'an empty tenant_id is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, session_id, kind, priority, created_at, updated_at)
+                   VALUES ('schema-t', '', 'k', 10, now(), now())$$,
+                 '23514', NULL, 'an empty session_id is rejected (NULL means no session)');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, created_at, updated_at)
+                   VALUES ('schema-t', '', 10, now(), now())$$,
+                 '23514', NULL, 'an empty kind is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, payload, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, '[1]', now(), now())$$,
+                 '23514', NULL, 'a non-object payload is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, queue_ttl, expires_at, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, interval '0', now(), now(), now())$$,
+                 '23514', NULL, 'a zero queue_ttl is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, queue_ttl, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, interval '1 hour', now(), now())$$,
+                 '23514', NULL, 'a queue_ttl without expires_at is rejected');
+SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, queue_ttl, expires_at, created_at, updated_at)
+                  VALUES ('schema-t', 'k', 10, interval '1 hour', now() + interval '1 hour', now(), now())$$,
+                'a queue_ttl with its expires_at is accepted');
+
+-- The state invariants.
+SELECT throws_ok(format('UPDATE runq.runs SET status = ''running'' WHERE run_id = %s', :base_run),
+                 '23514', NULL, 'running without a lease is rejected');
+SELECT throws_ok(format($$UPDATE runq.runs SET status = 'running', lease = interval '0',
+                          lease_expires_at = now() WHERE run_id = %s$$, :base_run),
+                 '23514', NULL, 'a zero lease is rejected');
+SELECT throws_ok(format($$UPDATE runq.runs SET lease = interval '30 seconds',
+                          lease_expires_at = now() WHERE run_id = %s$$, :base_run),
+                 '23514', NULL, 'a queued run holding a lease is rejected');
+SELECT lives_ok(format($$UPDATE runq.runs SET status = 'running', lease = interval '30 seconds',
+                         lease_expires_at = now() + interval '30 seconds' WHERE run_id = %s$$, :base_run),
+                'running with a lease is accepted');
+SELECT throws_ok(format($$UPDATE runq.runs SET status = 'succeeded', lease = NULL,
+                          lease_expires_at = NULL WHERE run_id = %s$$, :base_run),
+                 '23514', NULL, 'a terminal run without finished_at is rejected');
+SELECT throws_ok(format($$UPDATE runq.runs SET finished_at = now() WHERE run_id = %s$$, :base_run),
+                 '23514', NULL, 'a non-terminal run with finished_at is rejected');
+SELECT throws_ok(format($$UPDATE runq.runs SET failure = '{"code": "x", "message": "x"}' WHERE run_id = %s$$, :base_run),
+                 '23514', NULL, 'a failure on a run that is not failed is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, finished_at, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, 'failed', now(), now(), now())$$,
+                 '23514', NULL, 'a failed run without failure is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, finished_at, failure, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, 'failed', now(), '{"code": "x"}', now(), now())$$,
+                 '23514', NULL, 'a failure without message is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, finished_at, failure, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, 'failed', now(), '{"message": "x"}', now(), now())$$,
+                 '23514', NULL, 'a failure without code is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, finished_at, failure, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, 'failed', now(), '{"code": 1, "message": "x"}', now(), now())$$,
+                 '23514', NULL, 'a failure with a non-string code is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, finished_at, failure, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, 'failed', now(), '"boom"', now(), now())$$,
+                 '23514', NULL, 'a non-object failure is rejected');
+SELECT lives_ok(format($$UPDATE runq.runs SET status = 'failed', lease = NULL, lease_expires_at = NULL,
+                         finished_at = now(), failure = '{"code": "x", "message": "x"}' WHERE run_id = %s$$, :base_run),
+                'a failed run with a code and a message is accepted');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, 'waiting_for_user', now(), now())$$,
+                 '23514', NULL, 'waiting_for_user without a question is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, question, created_at, updated_at)
+                   VALUES ('schema-t', 'k', 10, '{"q": 1}', now(), now())$$,
+                 '23514', NULL, 'a question on a run that is not waiting is rejected');
+
+-- ---------------------------------------------------------------------------
+-- runs: one non-terminal run per (tenant_id, session_id)
+-- ---------------------------------------------------------------------------
+INSERT INTO runq.runs (tenant_id, session_id, kind, priority, created_at, updated_at)
+VALUES ('schema-t', 's1', 'k', 10, now(), now())
+RETURNING run_id AS first_run \gset
+
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, session_id, kind, priority, created_at, updated_at)
+                   VALUES ('schema-t', 's1', 'k', 10, now(), now())$$,
+                 '23505', NULL, 'a second queued run in a session with a queued run is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, session_id, kind, priority, status, lease,
+                                         lease_expires_at, created_at, updated_at)
+                   VALUES ('schema-t', 's1', 'k', 10, 'running', interval '30 seconds',
+                           now() + interval '30 seconds', now(), now())$$,
+                 '23505', NULL, 'a running run in a session with a queued run is rejected');
+SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, session_id, kind, priority, status, question,
+                                         created_at, updated_at)
+                   VALUES ('schema-t', 's1', 'k', 10, 'waiting_for_user', '{"q": 1}', now(), now())$$,
+                 '23505', NULL, 'a waiting run in a session with a queued run is rejected');
+SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, session_id, kind, priority, status, finished_at,
+                                        created_at, updated_at)
+                  VALUES ('schema-t', 's1', 'k', 10, 'succeeded', now(), now(), now()),
+                         ('schema-t', 's1', 'k', 10, 'cancelled', now(), now(), now())$$,
+                'terminal runs do not take the session slot');
+SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, session_id, kind, priority, created_at, updated_at)
+                  VALUES ('schema-t2', 's1', 'k', 10, now(), now())$$,
+                'the same session id in another tenant is another session');
+SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, session_id, kind, priority, created_at, updated_at)
+                  VALUES ('schema-t', NULL, 'k', 10, now(), now()),
+                         ('schema-t', NULL, 'k', 10, now(), now()),
+                         ('schema-t', NULL, 'k', 10, now(), now())$$,
+                'NULL sessions never conflict');
+
+UPDATE runq.runs SET status = 'succeeded', finished_at = now() WHERE run_id = :first_run;
+SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, session_id, kind, priority, created_at, updated_at)
+                  VALUES ('schema-t', 's1', 'k', 10, now(), now())$$,
+                'once the active run is terminal, the session accepts a new run');
+SELECT throws_ok(format($$UPDATE runq.runs SET status = 'queued', finished_at = NULL WHERE run_id = %s$$,
+                        :first_run),
+                 '23505', NULL, 'a terminal run cannot become active again while another run holds the session');
+SELECT is((SELECT count(*)::int FROM runq.runs
+            WHERE tenant_id = 'schema-t' AND session_id = 's1'
+              AND status IN ('queued', 'running', 'waiting_for_user')),
+          1, 'the session holds exactly one non-terminal run');
+
+-- ---------------------------------------------------------------------------
+-- run_events
+-- ---------------------------------------------------------------------------
+SELECT lives_ok(format($$INSERT INTO runq.run_events (run_id, epoch, created_at, type)
+                         VALUES (%1$s, 1, now(), 'run.claimed'), (%1$s, 1, now(), 'run.claimed'),
+                                (%1$s, 1, now(), 'run.fenced'), (%1$s, 2, now(), 'run.fenced')$$,
+                       :base_run),
+                'events repeat freely; run.fenced once per epoch');
+SELECT throws_ok(format($$INSERT INTO runq.run_events (run_id, epoch, created_at, type)
+                          VALUES (%s, 1, now(), 'run.fenced')$$, :base_run),
+                 '23505', NULL, 'a second run.fenced for one run and epoch is rejected');
+SELECT throws_ok(format($$INSERT INTO runq.run_events (run_id, epoch, created_at, type)
+                          VALUES (%s, 1, now(), 'run.exploded')$$, :base_run),
+                 '23514', NULL, 'an unknown event type is rejected');
+SELECT throws_ok(format($$INSERT INTO runq.run_events (run_id, epoch, created_at, type)
+                          VALUES (%s, -1, now(), 'run.claimed')$$, :base_run),
+                 '23514', NULL, 'a negative event epoch is rejected');
+SELECT throws_ok(format($$INSERT INTO runq.run_events (run_id, epoch, created_at, type, payload)
+                          VALUES (%s, 1, now(), 'run.claimed', '[]')$$, :base_run),
+                 '23514', NULL, 'a non-object event payload is rejected');
+SELECT lives_ok(format($$INSERT INTO runq.run_events (run_id, epoch, created_at, type)
+                         SELECT %s, 0, now(), t
+                           FROM unnest(ARRAY['run.created', 'run.claimed', 'run.checkpointed',
+                                 'run.turn_started', 'run.tool_started', 'run.tool_finished',
+                                 'run.tool_uncertain', 'run.waiting_for_user', 'run.input_delivered',
+                                 'run.succeeded', 'run.failed', 'run.cancel_requested', 'run.cancelled',
+                                 'run.requeued', 'run.fenced', 'run.redriven']) AS t$$, :first_run),
+                'every event type of the contract is accepted');
+
+-- ---------------------------------------------------------------------------
+-- idempotency_keys
+-- ---------------------------------------------------------------------------
+SELECT lives_ok(format($$INSERT INTO runq.idempotency_keys
+                            (tenant_id, principal_id, idempotency_key, request_hash, run_id, created_at)
+                         VALUES ('schema-t', NULL, 'key-1', '\x00', %1$s, now()),
+                                ('schema-t', 'alice', 'key-1', '\x00', %1$s, now()),
+                                ('schema-t2', NULL, 'key-1', '\x00', %1$s, now())$$, :base_run),
+                'one key in other principals and tenants is another key');
+SELECT throws_ok(format($$INSERT INTO runq.idempotency_keys
+                             (tenant_id, principal_id, idempotency_key, request_hash, run_id, created_at)
+                          VALUES ('schema-t', NULL, 'key-1', '\x01', %s, now())$$, :base_run),
+                 '23505', NULL, 'a key is unique per tenant with a NULL principal too (NULLS NOT DISTINCT)');
+SELECT throws_ok(format($$INSERT INTO runq.idempotency_keys
+                             (tenant_id, principal_id, idempotency_key, request_hash, run_id, created_at)
+                          VALUES ('schema-t', 'alice', 'key-1', '\x01', %s, now())$$, :base_run),
+                 '23505', NULL, 'a key is unique per (tenant, principal)');
+SELECT throws_ok($$INSERT INTO runq.idempotency_keys
+                     (tenant_id, principal_id, idempotency_key, request_hash, run_id, created_at)
+                   VALUES ('schema-t', NULL, '', '\x00', NULL, now())$$,
+                 '23514', NULL, 'an empty idempotency key is rejected');
+SELECT throws_ok($$INSERT INTO runq.idempotency_keys
+                     (tenant_id, principal_id, idempotency_key, request_hash, run_id, created_at)
+                   VALUES ('schema-t', NULL, 'key-2', '\x00', -1, now())$$,
+                 '23503', NULL, 'an idempotency key for a run that does not exist is rejected');
+
+-- ---------------------------------------------------------------------------
+-- checkpoints, inputs, tool_calls
+-- ---------------------------------------------------------------------------
+SELECT throws_ok($$INSERT INTO runq.checkpoints (run_id, epoch, created_at, state)
+                   VALUES (-1, 1, now(), '{}')$$,
+                 '23503', NULL, 'a checkpoint of a run that does not exist is rejected');
+SELECT throws_ok($$INSERT INTO runq.inputs (run_id, delivered_at, input) VALUES (-1, now(), '{}')$$,
+                 '23503', NULL, 'an input to a run that does not exist is rejected');
+WITH c1 AS (INSERT INTO runq.checkpoints (run_id, epoch, created_at, state)
+            VALUES (:base_run, 1, now(), '{}') RETURNING seq)
+SELECT ok(nextval('runq.progress_seq') = c1.seq + 1,
+          'checkpoints draw their order from the shared progress sequence')
+  FROM c1;
+
+SELECT lives_ok(format($$INSERT INTO runq.tool_calls (run_id, call_id, epoch, started_at, tool, idempotency)
+                         VALUES (%1$s, 'c1', 1, now(), 'search', 'read_only'),
+                                (%1$s, 'c2', 1, now(), 'upsert', 'idempotent'),
+                                (%1$s, 'c3', 1, now(), 'charge', 'non_idempotent')$$, :base_run),
+                'tool calls of the three idempotency classes are accepted');
+SELECT is((SELECT array_agg(status || ' ' || args::text ORDER BY call_id) FROM runq.tool_calls
+            WHERE run_id = :base_run),
+          ARRAY['started {}', 'started {}', 'started {}'], 'a tool call starts as started with args {}');
+SELECT throws_ok(format($$INSERT INTO runq.tool_calls (run_id, call_id, epoch, started_at, tool, idempotency)
+                          VALUES (%s, 'c1', 2, now(), 'search', 'read_only')$$, :base_run),
+                 '23505', NULL, 'a call_id is unique within its run');
+SELECT throws_ok(format($$INSERT INTO runq.tool_calls (run_id, call_id, epoch, started_at, tool, idempotency)
+                          VALUES (%s, 'c9', 1, now(), 'search', 'maybe')$$, :base_run),
+                 '23514', NULL, 'an unknown idempotency class is rejected');
+SELECT throws_ok(format($$UPDATE runq.tool_calls SET status = 'lost' WHERE run_id = %s AND call_id = 'c1'$$,
+                        :base_run),
+                 '23514', NULL, 'an unknown tool call status is rejected');
+SELECT throws_ok(format($$UPDATE runq.tool_calls SET status = 'uncertain' WHERE run_id = %s AND call_id = 'c2'$$,
+                        :base_run),
+                 '23514', NULL, 'only a non_idempotent call can be uncertain');
+SELECT lives_ok(format($$UPDATE runq.tool_calls SET status = 'uncertain' WHERE run_id = %1$s AND call_id = 'c3';
+                         UPDATE runq.tool_calls SET status = 'retryable' WHERE run_id = %1$s AND call_id = 'c2'$$,
+                       :base_run),
+                'a non_idempotent call can be uncertain, an idempotent one retryable');
+SELECT throws_ok(format($$UPDATE runq.tool_calls SET status = 'finished' WHERE run_id = %s AND call_id = 'c1'$$,
+                        :base_run),
+                 '23514', NULL, 'a finished call without outcome and finished_at is rejected');
+SELECT throws_ok(format($$UPDATE runq.tool_calls SET outcome = '{}', finished_at = now()
+                           WHERE run_id = %s AND call_id = 'c1'$$, :base_run),
+                 '23514', NULL, 'a started call with an outcome is rejected');
+SELECT lives_ok(format($$UPDATE runq.tool_calls SET status = 'finished', outcome = '{}', finished_at = now()
+                          WHERE run_id = %s AND call_id = 'c1'$$, :base_run),
+                'a finished call with its outcome is accepted');
+SELECT throws_ok(format($$INSERT INTO runq.tool_calls (run_id, call_id, epoch, started_at, tool, idempotency, args)
+                          VALUES (%s, 'c9', 1, now(), 'search', 'read_only', '"x"')$$, :base_run),
+                 '23514', NULL, 'non-object tool args are rejected');
+SELECT throws_ok(format($$INSERT INTO runq.tool_calls (run_id, call_id, epoch, started_at, tool, idempotency)
+                          VALUES (%s, '', 1, now(), 'search', 'read_only')$$, :base_run),
+                 '23514', NULL, 'an empty call_id is rejected');
+SELECT throws_ok(format($$INSERT INTO runq.tool_calls (run_id, call_id, epoch, started_at, tool, idempotency)
+                          VALUES (%s, 'c9', 1, now(), '', 'read_only')$$, :base_run),
+                 '23514', NULL, 'an empty tool name is rejected');
+SELECT throws_ok($$INSERT INTO runq.tool_calls (run_id, call_id, epoch, started_at, tool, idempotency)
+                   VALUES (-1, 'c1', 1, now(), 'search', 'read_only')$$,
+                 '23503', NULL, 'a tool call of a run that does not exist is rejected');
+
+SELECT * FROM finish();
+ROLLBACK;
