@@ -1,0 +1,114 @@
+-- Deploy runq:function_claim to pg
+-- requires: table_runs
+-- requires: index_runs_ready
+-- requires: table_run_events
+-- requires: table_checkpoints
+-- requires: table_inputs
+-- requires: table_settings
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+-- Called by workers. One statement picks up to max_runs ready runs of the
+-- given classes, lowest class value first, then oldest, from runs_ready_idx
+-- (FOR UPDATE SKIP LOCKED: contending workers step over each other's rows
+-- instead of queueing on them), takes them with a new lease epoch and one
+-- more attempt, and logs run.claimed. A first claim has no checkpoint and no
+-- inputs, so it reads nothing else; a resumed run also reads its newest
+-- checkpoint (one key lookup) and the inputs delivered after it.
+-- Raises 22023 for bad arguments. Zero rows when nothing is ready.
+CREATE FUNCTION runq.claim(
+    classes    integer[],
+    worker_id  text     DEFAULT NULL,
+    lease      interval DEFAULT NULL,
+    max_runs   integer  DEFAULT 1)
+    RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text,
+                  kind text, priority integer, payload jsonb, attempt integer,
+                  checkpoint jsonb, inputs jsonb, resumed boolean,
+                  lease_expires_at timestamptz)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now    timestamptz := clock_timestamp();
+    v_lease  interval := claim.lease;
+BEGIN
+    IF claim.classes IS NULL OR cardinality(claim.classes) = 0
+       OR array_position(claim.classes, NULL) IS NOT NULL
+       OR NOT (0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('classes must be a non-empty array of classes between 0 and 32767, got %s',
+                             coalesce(claim.classes::text, 'NULL'));
+    ELSIF claim.max_runs IS NULL OR claim.max_runs < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('max_runs must be at least 1, got %s',
+                             coalesce(claim.max_runs::text, 'NULL'));
+    ELSIF v_lease <= interval '0' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('lease must be positive, got %s', v_lease);
+    ELSIF v_lease IS NULL THEN
+        SELECT s.lease INTO v_lease FROM runq.settings AS s;
+    END IF;
+
+    RETURN QUERY
+    WITH picked AS (
+        SELECT r.run_id
+          FROM runq.runs AS r
+         WHERE r.status = 'queued'
+           AND r.priority = ANY (claim.classes)
+           AND r.ready_at <= v_now
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT claim.max_runs
+           FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+        UPDATE runq.runs AS r
+           SET status = 'running',
+               lease_epoch = r.lease_epoch + 1,
+               attempts = r.attempts + 1,
+               lease_owner = claim.worker_id,
+               lease = v_lease,
+               heartbeat_at = v_now,
+               lease_expires_at = v_now + v_lease,
+               updated_at = v_now
+          FROM picked AS p
+         WHERE r.run_id = p.run_id
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
+                  r.priority, r.payload, r.attempts, r.last_checkpoint,
+                  r.ready_at, r.lease_expires_at
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.claimed',
+               jsonb_build_object('worker_id', claim.worker_id, 'attempt', c.attempts),
+               v_now
+          FROM claimed AS c
+    )
+    SELECT c.run_id, c.lease_epoch, c.tenant_id, c.session_id, c.kind,
+           c.priority::integer, c.payload, c.attempts,
+           CASE WHEN c.last_checkpoint IS NOT NULL THEN
+               (SELECT k.state FROM runq.checkpoints AS k
+                 WHERE k.run_id = c.run_id AND k.seq = c.last_checkpoint)
+           END,
+           CASE WHEN c.lease_epoch > 1 THEN
+               coalesce((SELECT jsonb_agg(i.input ORDER BY i.seq)
+                           FROM runq.inputs AS i
+                          WHERE i.run_id = c.run_id
+                            AND i.seq > coalesce(c.last_checkpoint, 0)), '[]')
+           ELSE '[]'::jsonb END,
+           c.lease_epoch > 1,
+           c.lease_expires_at
+      FROM claimed AS c
+     ORDER BY c.priority, c.ready_at, c.run_id;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer) IS
+$c$Claim up to max_runs queued runs whose priority class is in classes and whose scheduled_for is NULL or past, lowest class first, then oldest. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+Raises 22023 (NULL or empty classes, a class outside 0..32767, max_runs below 1, a lease that is not positive).$c$;
+
+COMMIT;
