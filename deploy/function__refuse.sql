@@ -27,6 +27,14 @@ DECLARE
     v_epoch   bigint;
     v_cancel  boolean;
 BEGIN
+    -- A NULL id or epoch matched nothing in the caller's fence; say why here,
+    -- off the hot path.
+    IF _refuse.run_id IS NULL OR _refuse.epoch IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('%s needs a run_id and an epoch, got run_id %s and epoch %s', operation,
+                             coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
+    END IF;
+
     SELECT r.status, r.lease_epoch, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r

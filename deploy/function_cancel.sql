@@ -23,13 +23,16 @@ DECLARE
     v_flagged boolean;
     v_epoch   bigint;
 BEGIN
+    IF cancel.run_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
+    END IF;
     SELECT r.status, r.cancel_requested, r.lease_epoch INTO v_status, v_flagged, v_epoch
       FROM runq.runs AS r
      WHERE r.run_id = cancel.run_id
        FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', coalesce(cancel.run_id::text, 'NULL'));
+            MESSAGE = format('run %s not found', cancel.run_id);
     END IF;
 
     IF v_status IN ('queued', 'waiting_for_user') THEN

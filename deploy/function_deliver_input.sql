@@ -17,6 +17,9 @@ AS $$
 DECLARE
     v_status text;
 BEGIN
+    IF deliver_input.run_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
+    END IF;
     IF deliver_input.input IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'input must not be NULL';
     END IF;
@@ -27,7 +30,7 @@ BEGIN
        FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', coalesce(deliver_input.run_id::text, 'NULL'));
+            MESSAGE = format('run %s not found', deliver_input.run_id);
     ELSIF v_status <> 'waiting_for_user' THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ004',
             MESSAGE = format('run %s is %s, not waiting_for_user', deliver_input.run_id, v_status),

@@ -17,7 +17,10 @@ AS $$
 DECLARE
     v_run runq.run_info;
 BEGIN
-    SELECT r.run_id, r.tenant_id, r.session_id, r.kind, r.status, r.priority,
+    IF get_run.run_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
+    END IF;
+    SELECT r.run_id, r.tenant_id, r.session_id, r.kind, r.status, r.priority::integer,
            r.attempts, r.max_attempts, r.scheduled_for, r.lease_epoch,
            r.cancel_requested, r.result, r.failure, r.question, r.created_at,
            r.updated_at, r.finished_at
@@ -26,7 +29,7 @@ BEGIN
      WHERE r.run_id = get_run.run_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', coalesce(get_run.run_id::text, 'NULL'));
+            MESSAGE = format('run %s not found', get_run.run_id);
     END IF;
     RETURN v_run;
 END

@@ -25,6 +25,9 @@ DECLARE
     v_failure  jsonb;
     v_active   bigint;
 BEGIN
+    IF redrive.run_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
+    END IF;
     SELECT r.status, r.tenant_id, r.session_id, r.failure
       INTO v_status, v_tenant, v_session, v_failure
       FROM runq.runs AS r
@@ -32,7 +35,7 @@ BEGIN
        FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', coalesce(redrive.run_id::text, 'NULL'));
+            MESSAGE = format('run %s not found', redrive.run_id);
     ELSIF v_status <> 'failed' THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ004',
             MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),

@@ -16,10 +16,13 @@ CREATE FUNCTION runq.run_events(run_id bigint)
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF run_events.run_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
+    END IF;
     PERFORM FROM runq.runs AS r WHERE r.run_id = run_events.run_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', coalesce(run_events.run_id::text, 'NULL'));
+            MESSAGE = format('run %s not found', run_events.run_id);
     END IF;
     RETURN QUERY
         SELECT e.event_id, e.epoch, e.type, e.payload, e.created_at

@@ -17,10 +17,13 @@ CREATE FUNCTION runq.tool_calls(run_id bigint)
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF tool_calls.run_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
+    END IF;
     PERFORM FROM runq.runs AS r WHERE r.run_id = tool_calls.run_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', coalesce(tool_calls.run_id::text, 'NULL'));
+            MESSAGE = format('run %s not found', tool_calls.run_id);
     END IF;
     RETURN QUERY
         SELECT t.call_id, t.tool, t.idempotency, t.status, t.epoch, t.args, t.outcome,
