@@ -6,8 +6,8 @@
 
 BEGIN;
 
--- Called by operators (runq failed). Reads the dead letter newest first;
--- a backward scan per class of runs_dead_letter_idx, merged.
+-- Called by operators (runq failed). Reads only failed runs, through the
+-- partial runs_dead_letter_idx, newest failure first.
 -- Raises 22023 (max_runs below 1).
 CREATE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
