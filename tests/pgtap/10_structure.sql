@@ -1,0 +1,119 @@
+-- The public surface (issue 3): every function of DESIGN.md exists with the
+-- contract's argument names, types and defaults and its result columns, is
+-- SECURITY DEFINER with a pinned search_path and a comment; classes are
+-- integer parameters, so callers need no casts.
+BEGIN;
+SELECT plan(123);
+
+CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
+INSERT INTO contract VALUES
+    -- submitters
+    ('submit',
+     ARRAY['text', 'text', 'jsonb', 'text', 'integer', 'text', 'text', 'timestamp with time zone',
+           'integer', 'text', 'interval'],
+     'tenant_id text, kind text, payload jsonb DEFAULT ''{}''::jsonb, session_id text DEFAULT NULL::text, '
+     'priority integer DEFAULT 10, idempotency_key text DEFAULT NULL::text, '
+     'principal_id text DEFAULT NULL::text, '
+     'scheduled_for timestamp with time zone DEFAULT NULL::timestamp with time zone, '
+     'max_attempts integer DEFAULT 3, recovery_policy text DEFAULT ''resume''::text, '
+     'queue_ttl interval DEFAULT NULL::interval',
+     'TABLE(run_id bigint, outcome text)'),
+    ('deliver_input', ARRAY['bigint', 'jsonb'], 'run_id bigint, input jsonb', 'boolean'),
+    ('cancel', ARRAY['bigint', 'text'], 'run_id bigint, reason text DEFAULT NULL::text', 'text'),
+    ('get_run', ARRAY['bigint'], 'run_id bigint', 'runq.run_info'),
+    ('run_events', ARRAY['bigint'], 'run_id bigint', 'SETOF runq.run_event'),
+    -- workers
+    ('claim', ARRAY['integer[]', 'text', 'interval', 'integer'],
+     'classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, '
+     'max_runs integer DEFAULT 1',
+     'TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text, kind text, priority integer, '
+     'payload jsonb, attempt integer, checkpoint jsonb, inputs jsonb, resumed boolean, '
+     'lease_expires_at timestamp with time zone)'),
+    ('heartbeat', ARRAY['bigint', 'bigint'], 'run_id bigint, epoch bigint', 'boolean'),
+    ('complete', ARRAY['bigint', 'bigint', 'jsonb'],
+     'run_id bigint, epoch bigint, result jsonb DEFAULT NULL::jsonb', 'boolean'),
+    ('fail', ARRAY['bigint', 'bigint', 'jsonb'], 'run_id bigint, epoch bigint, failure jsonb', 'boolean'),
+    ('release', ARRAY['bigint', 'bigint'], 'run_id bigint, epoch bigint', 'boolean'),
+    ('ask_user', ARRAY['bigint', 'bigint', 'jsonb'], 'run_id bigint, epoch bigint, question jsonb', 'boolean'),
+    ('checkpoint', ARRAY['bigint', 'bigint', 'jsonb'], 'run_id bigint, epoch bigint, state jsonb', 'boolean'),
+    ('begin_turn', ARRAY['bigint', 'bigint'], 'run_id bigint, epoch bigint', 'boolean'),
+    ('begin_tool', ARRAY['bigint', 'bigint', 'text', 'text', 'text', 'jsonb'],
+     'run_id bigint, epoch bigint, call_id text, tool text, idempotency text, args jsonb DEFAULT ''{}''::jsonb',
+     'boolean'),
+    ('end_tool', ARRAY['bigint', 'bigint', 'text', 'jsonb'],
+     'run_id bigint, epoch bigint, call_id text, outcome jsonb', 'boolean'),
+    ('tool_calls', ARRAY['bigint'], 'run_id bigint',
+     'TABLE(call_id text, tool text, idempotency text, status text, epoch bigint, args jsonb, '
+     'outcome jsonb, started_at timestamp with time zone, finished_at timestamp with time zone)'),
+    -- operators
+    ('sweep', ARRAY['integer'], 'max_runs integer DEFAULT 1000', 'TABLE(run_id bigint, action text)'),
+    ('redrive', ARRAY['bigint', 'text'], 'run_id bigint, reason text DEFAULT NULL::text', 'boolean'),
+    ('orphan_report', ARRAY['interval'], 'stale_after interval DEFAULT NULL::interval',
+     'TABLE(lease_owner text, stale boolean, did_work boolean, runs bigint, '
+     'oldest_heartbeat_at timestamp with time zone)');
+
+-- The public functions are exactly the contract's (helpers start with '_').
+SELECT is(
+    ARRAY(SELECT p.proname::text FROM pg_catalog.pg_proc AS p
+           WHERE p.pronamespace = 'runq'::regnamespace AND p.proname !~ '^_'
+           ORDER BY 1),
+    ARRAY(SELECT fn::text FROM contract ORDER BY 1),
+    'runq has exactly the public functions of the contract, one signature each');
+
+-- 19 functions x 6 tests.
+SELECT has_function('runq', fn, argtypes, format('runq.%s(%s) exists', fn, array_to_string(argtypes, ', ')))
+  FROM contract ORDER BY fn;
+SELECT is((SELECT string_agg(pg_catalog.pg_get_function_arguments(p.oid), ' | ')
+             FROM pg_catalog.pg_proc AS p
+            WHERE p.pronamespace = 'runq'::regnamespace AND p.proname = c.fn),
+          c.args, format('runq.%s has the contract''s parameter names, types and defaults', c.fn))
+  FROM contract AS c ORDER BY fn;
+SELECT is((SELECT string_agg(pg_catalog.pg_get_function_result(p.oid), ' | ')
+             FROM pg_catalog.pg_proc AS p
+            WHERE p.pronamespace = 'runq'::regnamespace AND p.proname = c.fn),
+          c.result, format('runq.%s returns %s', c.fn, c.result))
+  FROM contract AS c ORDER BY fn;
+SELECT is_definer('runq', fn, argtypes, format('runq.%s is SECURITY DEFINER', fn))
+  FROM contract ORDER BY fn;
+SELECT ok(EXISTS (SELECT FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS cfg
+                   WHERE p.pronamespace = 'runq'::regnamespace AND p.proname = c.fn
+                     AND cfg LIKE 'search_path=%' AND cfg LIKE '%pg_temp'
+                     AND cfg NOT LIKE '%public%' AND cfg NOT LIKE '%$user%'),
+          format('runq.%s pins search_path (pg_temp last, no public)', c.fn))
+  FROM contract AS c ORDER BY fn;
+SELECT ok(EXISTS (SELECT FROM pg_catalog.pg_proc AS p
+                   WHERE p.pronamespace = 'runq'::regnamespace AND p.proname = c.fn
+                     AND coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '') <> ''),
+          format('runq.%s has a comment', c.fn))
+  FROM contract AS c ORDER BY fn;
+
+-- get_run returns the run_info row type (checked column by column in 01_schema).
+SELECT is((SELECT p.prorettype::regtype FROM pg_catalog.pg_proc AS p
+            WHERE p.oid = 'runq.get_run(bigint)'::regprocedure),
+          'runq.run_info'::regtype, 'runq.get_run returns runq.run_info');
+
+-- queue_stats is a view with the contract's columns.
+SELECT has_view('runq', 'queue_stats', 'runq.queue_stats is a view');
+SELECT columns_are('runq', 'queue_stats',
+    ARRAY['priority', 'ready', 'scheduled', 'running', 'waiting_for_user', 'failed', 'oldest_ready_age']);
+
+-- ---------------------------------------------------------------------------
+-- Classes are integer parameters: no casts from any client
+-- ---------------------------------------------------------------------------
+SELECT lives_ok($$SELECT * FROM runq.claim(ARRAY[0, 10])$$,
+                'runq.claim(ARRAY[0,10]) works without casts');
+SELECT lives_ok($$SELECT * FROM runq.claim(classes => ARRAY[20], worker_id => 'w', lease => '30 seconds', max_runs => 2)$$,
+                'runq.claim works in named notation with untyped literals');
+SELECT results_eq(
+    $$SELECT outcome FROM runq.submit(tenant_id => 'acme', kind => 'chat.turn', session_id => 's1', priority => 0)$$,
+    $$VALUES ('created'::text)$$,
+    'runq.submit(..., priority => 0) works without casts');
+SELECT results_eq(
+    $$SELECT outcome FROM runq.submit('acme', 'chat.turn', '{"a": 1}', 's2', 20)$$,
+    $$VALUES ('created'::text)$$,
+    'runq.submit works in positional notation with untyped literals');
+SELECT is((SELECT r.priority FROM runq.get_run((SELECT max(x.run_id) FROM runq.runs AS x)) AS r),
+          20, 'get_run reports the class as an integer');
+
+SELECT * FROM finish();
+ROLLBACK;
