@@ -193,7 +193,7 @@ SELECT hasnt_fk('runq', 'run_events', 'run_events has no foreign key (no RI chec
 SELECT is(
     (SELECT coalesce(array_agg(c.conname::text ORDER BY c.conname::text), ARRAY[]::text[])
        FROM pg_catalog.pg_constraint AS c
-      WHERE c.conrelid = format('runq.%I', tbl)::regclass AND c.contype = 'c'),
+      WHERE c.conrelid = to_regclass(format('runq.%I', tbl)) AND c.contype = 'c'),
     checks,
     format('runq.%s has exactly its CHECK constraints', tbl))
   FROM (VALUES
@@ -231,7 +231,7 @@ SELECT indexes_are('runq', 'checkpoints', ARRAY['checkpoints_pkey']);
 SELECT indexes_are('runq', 'inputs', ARRAY['inputs_pkey']);
 SELECT indexes_are('runq', 'tool_calls', ARRAY['tool_calls_pkey']);
 
-SELECT is(pg_catalog.pg_get_indexdef(format('runq.%I', idx)::regclass), def, idx || ' is defined as designed')
+SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, idx || ' is defined as designed')
   FROM (VALUES
     ('runs_ready_idx',
      'CREATE INDEX runs_ready_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE (status = ''queued''::text)'),
