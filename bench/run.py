@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Benchmarks runq against its two references, in one run on one server.
+
+    bench/run.py          quick pass (reduced sizes, a few minutes)
+    bench/run.py --full   the sizes of the README's table
+
+Every figure is measured with pgbench (no client library in the way) and
+reported as a ratio to the ceiling (a single-row UPDATE by primary key) and
+to the minimal queue (two columns, FOR UPDATE SKIP LOCKED, nothing else),
+medians of interleaved repetitions. Uses RUNQ_DATABASE_URL, or starts the
+throwaway cluster with scripts/pg.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PGBIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
+DB = "runq_bench"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    seconds: int          # per throughput measurement
+    reps: int             # interleaved repetitions, median reported
+    latency_claims: int   # interactive claims per latency measurement
+    backlog: int          # queued async runs behind them
+    scheduled: int        # runs scheduled for later behind them
+    heartbeats: int
+    soak_cycles: int
+    hold_seconds: int     # how long the held snapshot lasts
+    clients: tuple[int, ...] = (1, 4, 16)
+
+
+QUICK = Sizes(seconds=5, reps=3, latency_claims=5000, backlog=200_000, scheduled=20_000,
+              heartbeats=100_000, soak_cycles=100_000, hold_seconds=20)
+FULL = Sizes(seconds=15, reps=3, latency_claims=20000, backlog=1_000_000, scheduled=100_000,
+             heartbeats=100_000, soak_cycles=1_000_000, hold_seconds=60)
+
+
+def server_url() -> str:
+    url = os.environ.get("RUNQ_DATABASE_URL")
+    if url:
+        return url
+    return subprocess.run([str(ROOT / "scripts/pg"), "start"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def with_db(url: str, db: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + db))
+
+
+class Bench:
+    def __init__(self, url: str, sizes: Sizes) -> None:
+        self.admin = url
+        self.url = with_db(url, DB)
+        self.sizes = sizes
+
+    def psql(self, sql: str, url: str | None = None) -> str:
+        return subprocess.run(
+            [str(PGBIN / "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", url or self.url, "-c", sql],
+            check=True, capture_output=True, text=True).stdout.strip()
+
+    def setup(self) -> None:
+        self.psql(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)", self.admin)
+        self.psql(f"CREATE DATABASE {DB}", self.admin)
+        subprocess.run([str(PGBIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", self.url,
+                        "-f", str(ROOT / "sql/runq.sql"), "-f", str(HERE / "references.sql")],
+                       check=True, capture_output=True)
+
+    # -- fixtures ---------------------------------------------------------
+
+    def reset(self) -> None:
+        self.psql("TRUNCATE runq.runs, runq.run_events, runq.checkpoints, runq.inputs,"
+                  " runq.tool_calls, runq.idempotency_keys, bench_minq")
+        self.psql("VACUUM ANALYZE runq.runs, runq.run_events, bench_minq")
+
+    def load_runq(self, n: int, priority: int, *, scheduled: bool = False) -> None:
+        # Straight into the table, as a bulk load would: submit's own cost is
+        # measured on its own below.
+        when = "now() + interval '1 day'" if scheduled else "NULL"
+        self.psql(
+            "INSERT INTO runq.runs (created_at, updated_at, scheduled_for, priority, tenant_id, kind)"
+            f" SELECT clock_timestamp(), now(), {when}, {priority}, 'bench', 'bench.cycle'"
+            f" FROM generate_series(1, {n})")
+
+    def load_minq(self, n: int) -> None:
+        self.psql(f"INSERT INTO bench_minq (state) SELECT 0 FROM generate_series(1, {n})")
+
+    # -- pgbench ----------------------------------------------------------
+
+    def pgbench(self, script: str, clients: int, *, seconds: int | None = None,
+                transactions: int | None = None, log_dir: str | None = None,
+                defines: dict[str, str] | None = None) -> tuple[float, list[float]]:
+        """Runs one pgbench; returns (tps, per-transaction latencies in ms if logged)."""
+        args = [str(PGBIN / "pgbench"), "-n", "-M", "prepared", "-c", str(clients),
+                "-j", str(min(clients, 4)), "-f", str(HERE / script)]
+        args += ["-T", str(seconds)] if seconds else ["-t", str(transactions)]
+        for k, v in (defines or {}).items():
+            args += ["-D", f"{k}={v}"]
+        if log_dir:
+            args += ["-l", "--log-prefix", os.path.join(log_dir, "tx")]
+        out = subprocess.run(args + [self.url], capture_output=True, text=True)
+        if out.returncode != 0 or "aborted" in out.stdout:
+            sys.exit(f"pgbench {script} failed:\n{out.stdout}\n{out.stderr}")
+        tps = float(re.search(r"tps = ([\d.]+)", out.stdout).group(1))  # type: ignore[union-attr]
+        latencies: list[float] = []
+        if log_dir:
+            for f in sorted(Path(log_dir).glob("tx*")):
+                for line in f.read_text().splitlines():
+                    fields = line.split()
+                    # client_id transaction_no time script_no time_epoch time_us
+                    latencies.append((int(fields[4]) * 1_000_000 + int(fields[5]), int(fields[2]) / 1000))
+                f.unlink()
+            latencies.sort()
+            return tps, [lat for _, lat in latencies]
+        return tps, latencies
+
+    def hot_counters(self) -> tuple[int, int]:
+        row = self.psql("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+                        " WHERE relid = 'runq.runs'::regclass")
+        upd, hot = row.split("|")
+        return int(upd), int(hot)
+
+    # -- measurements -----------------------------------------------------
+
+    def cycle_rate(self, queue: str, clients: int) -> float:
+        s = self.sizes
+        self.reset()
+        supply = 40_000 * s.seconds  # more than any client count can use
+        if queue == "ceiling":
+            return self.pgbench("ceiling.pgbench", clients, seconds=s.seconds)[0]
+        if queue == "minq":
+            self.load_minq(supply)
+            return self.pgbench("cycle_minq.pgbench", clients, seconds=s.seconds)[0]
+        self.load_runq(supply, 10)
+        return self.pgbench("cycle_runq.pgbench", clients, seconds=s.seconds)[0]
+
+    def claim_latency(self, backlog: bool) -> tuple[float, float]:
+        s = self.sizes
+        self.reset()
+        if backlog:
+            self.load_runq(s.backlog, 10)
+            self.load_runq(s.scheduled, 10, scheduled=True)
+            self.load_runq(s.scheduled, 0, scheduled=True)
+        self.load_runq(s.latency_claims, 0)
+        self.psql("VACUUM ANALYZE runq.runs")
+        with tempfile.TemporaryDirectory() as d:
+            _, lat = self.pgbench("claim_interactive.pgbench", 1,
+                                  transactions=s.latency_claims, log_dir=d)
+        return percentile(lat, 50), percentile(lat, 99)
+
+    def heartbeat(self) -> tuple[float, float, float]:
+        s = self.sizes
+        self.reset()
+        runs = 1000
+        self.load_runq(runs, 10)
+        self.psql(f"SELECT count(*) FROM runq.claim(ARRAY[10], 'bench', interval '1 hour', {runs})")
+        self.psql("SELECT pg_stat_force_next_flush()")
+        time.sleep(1.0)
+        upd0, hot0 = self.hot_counters()
+        tps, _ = self.pgbench("heartbeat.pgbench", 4, transactions=s.heartbeats // 4,
+                              defines={"runs": str(runs)})
+        time.sleep(1.5)  # let the backends' stats reach the shared counters
+        upd1, hot1 = self.hot_counters()
+        hot_share = (hot1 - hot0) / max(1, upd1 - upd0)
+        return tps, 1000 * 4 / tps, hot_share
+
+    def soak(self) -> tuple[float, float, float]:
+        s = self.sizes
+        self.reset()
+        self.load_runq(s.soak_cycles, 10)
+        self.psql("VACUUM ANALYZE runq.runs")
+        with tempfile.TemporaryDirectory() as d:
+            tps, lat_in_order = self.pgbench("cycle_runq.pgbench", 4,
+                                             transactions=s.soak_cycles // 4, log_dir=d)
+        tenth = len(lat_in_order) // 10
+        first = statistics.median(lat_in_order[:tenth])
+        last = statistics.median(lat_in_order[-tenth:])
+        return tps, first, last
+
+    def held_xmin(self, queue: str) -> tuple[float, float, float, float]:
+        """(tps before, p99 before, tps during, p99 during) at 16 clients."""
+        s = self.sizes
+        self.reset()
+        script = "cycle_runq.pgbench" if queue == "runq" else "cycle_minq.pgbench"
+        supply = 40_000 * (s.seconds + s.hold_seconds)
+        if queue == "runq":
+            self.load_runq(supply, 10)
+        else:
+            self.load_minq(supply)
+        self.psql("VACUUM ANALYZE runq.runs, bench_minq")
+        with tempfile.TemporaryDirectory() as d:
+            tps0, lat0 = self.pgbench(script, 16, seconds=s.seconds, log_dir=d)
+        holder = subprocess.Popen(
+            [str(PGBIN / "psql"), "-X", "-q", self.url, "-c",
+             "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT txid_current();"
+             f" SELECT pg_sleep({s.hold_seconds + 2}); COMMIT;"],
+            stdout=subprocess.DEVNULL)
+        time.sleep(1.0)
+        with tempfile.TemporaryDirectory() as d:
+            tps1, lat1 = self.pgbench(script, 16, seconds=s.hold_seconds, log_dir=d)
+        holder.wait()
+        return tps0, percentile(lat0, 99), tps1, percentile(lat1, 99)
+
+    def submit(self) -> tuple[float, float]:
+        s = self.sizes
+        self.reset()
+        one, _ = self.pgbench("submit_one.pgbench", 4, seconds=s.seconds)
+        self.reset()
+        batch, _ = self.pgbench("submit_batch.pgbench", 4, seconds=s.seconds)
+        return one, batch * 100
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", action="store_true", help="the README's sizes (slow)")
+    ap.add_argument("--out", type=Path, help="also write the report here")
+    ap.add_argument("--only", help="comma-separated subset: cycle,latency,heartbeat,soak,xmin,submit")
+    opts = ap.parse_args()
+    sizes = FULL if opts.full else QUICK
+    only = set(opts.only.split(",")) if opts.only else {"cycle", "latency", "heartbeat", "soak", "xmin", "submit"}
+
+    bench = Bench(server_url(), sizes)
+    bench.setup()
+    lines = [f"# runq benchmarks ({'full' if opts.full else 'quick'})", "",
+             f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
+             + bench.psql("SELECT version()").split(",")[0]
+             + f", `bench/run.py{' --full' if opts.full else ''}`", ""]
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    if "cycle" in only:
+        rates: dict[tuple[str, int], list[float]] = {}
+        for _ in range(sizes.reps):  # interleaved: each rep measures everything once
+            for clients in sizes.clients:
+                for queue in ("ceiling", "minq", "runq"):
+                    rates.setdefault((queue, clients), []).append(bench.cycle_rate(queue, clients))
+        say("## Claim + complete cycles per second (median of %d, %d s each)" % (sizes.reps, sizes.seconds))
+        say("")
+        say("| clients | ceiling (tx/s) | minimal queue | runq | runq / minimal | runq / ceiling |")
+        say("|---:|---:|---:|---:|---:|---:|")
+        for clients in sizes.clients:
+            c, m, r = (statistics.median(rates[(q, clients)]) for q in ("ceiling", "minq", "runq"))
+            say(f"| {clients} | {c:,.0f} | {m:,.0f} | {r:,.0f} | **{r / m:.2f}** | {r / c:.2f} |")
+        say("")
+
+    if "latency" in only:
+        empty = bench.claim_latency(backlog=False)
+        full = bench.claim_latency(backlog=True)
+        say(f"## Interactive claim latency ({sizes.latency_claims:,} claims, 1 client)")
+        say("")
+        say("| queue | p50 (ms) | p99 (ms) |")
+        say("|---|---:|---:|")
+        say(f"| empty | {empty[0]:.3f} | {empty[1]:.3f} |")
+        say(f"| {sizes.backlog:,} async queued + {2 * sizes.scheduled:,} scheduled | {full[0]:.3f} | {full[1]:.3f} |")
+        say(f"| ratio | {full[0] / empty[0]:.2f} | **{full[1] / empty[1]:.2f}** |")
+        say("")
+
+    if "heartbeat" in only:
+        tps, ms, hot = bench.heartbeat()
+        say(f"## Heartbeat ({sizes.heartbeats:,} calls, 4 clients)")
+        say("")
+        say(f"{tps:,.0f} heartbeats/s, {ms:.3f} ms per call, **{hot:.1%} HOT updates**")
+        say("")
+
+    if "soak" in only:
+        tps, first, last = bench.soak()
+        say(f"## Soak ({sizes.soak_cycles:,} claim/complete cycles, 4 clients, autovacuum at defaults)")
+        say("")
+        say(f"{tps:,.0f} cycles/s; cycle p50 first 10 % {first:.3f} ms, last 10 % {last:.3f} ms,"
+            f" **drift {last / first:.2f}**")
+        say("")
+
+    if "xmin" in only:
+        say(f"## Held xmin (16 clients, a snapshot held {sizes.hold_seconds} s)")
+        say("")
+        say("| queue | tx/s before | tx/s during | kept | p99 before (ms) | p99 during (ms) |")
+        say("|---|---:|---:|---:|---:|---:|")
+        for queue in ("minq", "runq"):
+            t0, p0, t1, p1 = bench.held_xmin(queue)
+            say(f"| {'minimal queue' if queue == 'minq' else 'runq'} | {t0:,.0f} | {t1:,.0f} |"
+                f" **{t1 / t0:.2f}** | {p0:.2f} | {p1:.2f} |")
+        say("")
+
+    if "submit" in only:
+        one, batch = bench.submit()
+        say("## Submit (4 clients)")
+        say("")
+        say(f"{one:,.0f} runs/s one per transaction; {batch:,.0f} runs/s in transactions of 100")
+        say("")
+
+    if opts.out:
+        opts.out.parent.mkdir(parents=True, exist_ok=True)
+        opts.out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
