@@ -3,7 +3,7 @@
 -- and events in order; the fail and ask_user/deliver_input paths; what a claim
 -- hands back. Runs use class 1100 so nothing else in the database competes.
 BEGIN;
-SELECT plan(65);
+SELECT plan(68);
 
 -- ---------------------------------------------------------------------------
 -- submit
@@ -166,6 +166,12 @@ SELECT results_eq(
 SELECT run_id AS r3 FROM runq.submit(tenant_id => 'life', kind => 'k', session_id => 'life-s3', priority => 1100) \gset
 SELECT is((SELECT run_id FROM runq.claim(ARRAY[1100], lease => interval '1 hour')), :r3::bigint,
           'claim of the run that will ask');
+SELECT clock_timestamp() AS t3 \gset
+SELECT is(runq.heartbeat(:r3, 1), true, 'heartbeat of the run with a 1 hour lease');
+SELECT ok((SELECT lease_expires_at >= :'t3'::timestamptz + interval '1 hour'
+                  AND lease_expires_at <= clock_timestamp() + interval '1 hour'
+             FROM runq.runs WHERE run_id = :r3),
+          'a heartbeat extends the lease by the claim''s lease length, from now');
 SELECT is(runq.checkpoint(:r3, 1, '{"step": "A"}'), true, 'checkpoint A');
 SELECT is(runq.ask_user(:r3, 1, '{"text": "which one?"}'), true, 'ask_user returns true');
 SELECT results_eq(format('SELECT status, question, finished_at FROM runq.get_run(%s)', :r3),
@@ -207,6 +213,15 @@ SELECT results_eq(
              ('run.claimed', 3), ('run.waiting_for_user', 3), ('run.input_delivered', 3),
              ('run.claimed', 4), ('run.succeeded', 4)$$,
     'the asking run''s events, in order, each with the epoch of its moment');
+
+-- The default lease is the settings' current value.
+UPDATE runq.settings SET lease = interval '10 minutes';
+SELECT run_id AS r7 FROM runq.submit(tenant_id => 'life', kind => 'k', priority => 1102) \gset
+SELECT clock_timestamp() AS t7 \gset
+SELECT ok((SELECT lease_expires_at >= :'t7'::timestamptz + interval '10 minutes'
+                  AND lease_expires_at <= clock_timestamp() + interval '10 minutes'
+             FROM runq.claim(ARRAY[1102])),
+          'a claim without lease takes the lease a DBA set in runq.settings');
 
 -- ---------------------------------------------------------------------------
 -- submit stores every option

@@ -4,7 +4,7 @@
 -- and principal. A busy session -> RQ002 naming its run; a waiting session ->
 -- input_delivered; NULL sessions never conflict. Classes 1400..1499.
 BEGIN;
-SELECT plan(48);
+SELECT plan(51);
 
 CREATE FUNCTION pg_temp.runs_of(p_tenant text) RETURNS int LANGUAGE sql AS $$
     SELECT count(*)::int FROM runq.runs AS r WHERE r.tenant_id = p_tenant
@@ -123,6 +123,17 @@ SELECT is((SELECT outcome FROM runq.submit(tenant_id => 'idem', kind => 'k', ses
                                            priority => 1401, idempotency_key => 'key-3')),
           'duplicate', 'a keyed retry to the waiting session is a duplicate');
 SELECT is((SELECT status FROM runq.get_run(:r3)), 'waiting_for_user', 'and the run still waits');
+SELECT results_eq(
+    $$SELECT run_id, outcome FROM runq.submit(tenant_id => 'idem', kind => 'k', payload => '{"answer": 1}',
+                                             session_id => 'idem-s3', priority => 1401, idempotency_key => 'key-4')$$,
+    format($$VALUES (%s::bigint, 'input_delivered'::text)$$, :r3),
+    'a new key to the waiting session delivers the input');
+SELECT results_eq(
+    $$SELECT run_id, outcome FROM runq.submit(tenant_id => 'idem', kind => 'k', payload => '{"answer": 1}',
+                                             session_id => 'idem-s3', priority => 1401, idempotency_key => 'key-4')$$,
+    format($$VALUES (%s::bigint, 'duplicate'::text)$$, :r3),
+    'its retry is a duplicate naming the run the input went to, and delivers nothing again');
+SELECT is((SELECT count(*)::int FROM runq.inputs WHERE run_id = :r3), 1, 'the input was delivered once');
 
 -- ---------------------------------------------------------------------------
 -- Sessions
