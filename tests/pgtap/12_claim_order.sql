@@ -2,7 +2,7 @@
 -- for and runs scheduled in the future are skipped; zero rows when nothing is
 -- ready; max_runs is honoured. Classes 1200..1299 belong to this file.
 BEGIN;
-SELECT plan(25);
+SELECT plan(26);
 
 SELECT is((SELECT count(*)::int FROM runq.claim(ARRAY[1200, 1210, 1220, 1230])), 0,
           'claim on empty classes returns zero rows');
@@ -94,6 +94,12 @@ SELECT is(runq.ask_user(:n1, 1, '{"q": 1}'), true, 'the claimed run asks the use
 SELECT is(runq.cancel(:n2), 'cancelled', 'the queued run is cancelled');
 SELECT is((SELECT count(*)::int FROM runq.claim(ARRAY[1260], max_runs => 10)), 0,
           'neither a waiting nor a cancelled run is claimed');
+
+-- The class range ends are classes like any other.
+SELECT run_id AS lo FROM runq.submit(tenant_id => 'order', kind => 'lo', priority => 0) \gset
+SELECT run_id AS hi FROM runq.submit(tenant_id => 'order', kind => 'hi', priority => 32767) \gset
+SELECT is((SELECT array_agg(run_id ORDER BY priority) FROM runq.claim(ARRAY[32767, 0], max_runs => 2)),
+          ARRAY[:lo, :hi]::bigint[], 'classes 0 and 32767 are submitted and claimed');
 
 SELECT * FROM finish();
 ROLLBACK;
