@@ -1,0 +1,41 @@
+# The single entry point for people and CI. `make test` and `make demo` (the
+# README's two commands) set up whatever is missing first:
+#   * a venv in .venv with requirements-dev.txt (and python_client, once it
+#     has a pyproject.toml), rebuilt when either file changes;
+#   * a server: RUNQ_DATABASE_URL if set, else the PG* variables' server if
+#     PGHOST is set, else the throwaway cluster under .pg/ (scripts/pg), which
+#     is started on demand and LEFT RUNNING so the next command reuses it;
+#     `make pg-stop` stops it and deletes its data.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+SERVER = RUNQ_DATABASE_URL="$$(scripts/pg server)"
+
+.PHONY: test demo sql docs pg-start pg-stop
+
+test: $(STAMP)
+	$(SERVER) tests/run
+
+demo: $(STAMP)
+	$(SERVER) scripts/demo
+
+# Generated files: committed, and tests fail when they are stale.
+sql:
+	scripts/gen-sql
+
+docs: sql $(STAMP)
+	$(SERVER) $(VENV)/bin/python scripts/gen-api-doc
+
+pg-start:
+	@scripts/pg start
+
+pg-stop:
+	scripts/pg stop
+
+$(STAMP): requirements-dev.txt $(wildcard python_client/pyproject.toml)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --disable-pip-version-check -q -r requirements-dev.txt
+	if [ -f python_client/pyproject.toml ]; then \
+	    $(VENV)/bin/pip install --disable-pip-version-check -q -e 'python_client[dev]'; fi
+	touch $@

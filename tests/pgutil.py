@@ -1,0 +1,82 @@
+"""Small helpers the fixtures and the migration tests share.
+
+Everything shells out to the PostgreSQL 15 client tools (psql, pg_dump) and
+sqitch the way a user would, so the tests exercise the real install paths.
+"""
+import itertools
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_BIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+
+_names = itertools.count()
+
+
+def unique_name(prefix: str) -> str:
+    """A database name no other test or session uses (tests run one at a time
+    per session, but several sessions may share a server)."""
+    return f"{prefix}_{os.getpid()}_{next(_names)}"
+
+
+def pg_tool(name: str) -> str:
+    """The PostgreSQL 15 binary: pg_dump refuses a server newer than itself,
+    and /usr/bin's wrappers may pick another installed version."""
+    path = PG_BIN / name
+    return str(path) if path.exists() else name
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    """The same server URL pointing at another database (query kept)."""
+    m = re.fullmatch(r"(postgres(?:ql)?://[^/?]*)(/[^?]*)?(\?.*)?", url)
+    if not m:
+        raise ValueError(f"not a postgresql:// URL: {url!r}")
+    return f"{m.group(1)}/{dbname}{m.group(3) or ''}"
+
+
+def sqitch_target(url: str) -> str:
+    """sqitch spells postgresql://... as db:pg://..."""
+    return "db:pg:" + url.split(":", 1)[1]
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a tool from the repository root, capturing output; on failure the
+    assertion message carries stderr so a red test says why."""
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        )
+    return proc
+
+
+def psql(url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return run(pg_tool("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, *args,
+               check=check)
+
+
+def sqitch(command: str, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return run("sqitch", command, *args, sqitch_target(url))
+
+
+def create_database(server_url: str, name: str, template: str = "template0") -> str:
+    """Create database `name` (replacing a leftover of a crashed run) and
+    return its URL."""
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(name)))
+        admin.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(template)))
+    return with_dbname(server_url, name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(name)))
