@@ -33,8 +33,7 @@ CREATE FUNCTION runq.claim(
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now    timestamptz := clock_timestamp();
-    v_lease  interval := claim.lease;
+    v_now  timestamptz := clock_timestamp();
 BEGIN
     IF claim.classes IS NULL OR cardinality(claim.classes) = 0
        OR array_position(claim.classes, NULL) IS NOT NULL
@@ -46,11 +45,9 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('max_runs must be at least 1, got %s',
                              coalesce(claim.max_runs::text, 'NULL'));
-    ELSIF v_lease <= interval '0' THEN
+    ELSIF claim.lease <= interval '0' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('lease must be positive, got %s', v_lease);
-    ELSIF v_lease IS NULL THEN
-        SELECT s.lease INTO v_lease FROM runq.settings AS s;
+            MESSAGE = format('lease must be positive, got %s', claim.lease);
     END IF;
 
     RETURN QUERY
@@ -63,17 +60,20 @@ BEGIN
          ORDER BY r.priority, r.ready_at, r.run_id
          LIMIT claim.max_runs
            FOR UPDATE SKIP LOCKED
+    ), chosen AS (
+        -- The default lease is read inside this statement, not by one more.
+        SELECT coalesce(claim.lease, s.lease) AS lease FROM runq.settings AS s
     ), claimed AS (
         UPDATE runq.runs AS r
            SET status = 'running',
                lease_epoch = r.lease_epoch + 1,
                attempts = r.attempts + 1,
                lease_owner = claim.worker_id,
-               lease = v_lease,
+               lease = l.lease,
                heartbeat_at = v_now,
-               lease_expires_at = v_now + v_lease,
+               lease_expires_at = v_now + l.lease,
                updated_at = v_now
-          FROM picked AS p
+          FROM picked AS p, chosen AS l
          WHERE r.run_id = p.run_id
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
