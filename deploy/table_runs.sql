@@ -48,9 +48,11 @@ CREATE TABLE runq.runs (
     lease_owner       text,
     payload           jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(payload) = 'object'),
     result            jsonb,
-    failure           jsonb       CHECK (jsonb_typeof(failure) = 'object'
-                                         AND jsonb_typeof(failure -> 'code') = 'string'
-                                         AND jsonb_typeof(failure -> 'message') = 'string'),
+    -- The dead letter's reason: an object with a string code and message.
+    -- coalesce, because a missing key makes the test NULL, which a CHECK passes.
+    failure           jsonb       CHECK (coalesce(jsonb_typeof(failure -> 'code') = 'string'
+                                                  AND jsonb_typeof(failure -> 'message') = 'string',
+                                                  failure IS NULL)),
     question          jsonb,
 
     -- The state machine's invariants, so that no bug in a function can store

@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(123);
+SELECT plan(129);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -50,7 +50,10 @@ INSERT INTO contract VALUES
     ('redrive', ARRAY['bigint', 'text'], 'run_id bigint, reason text DEFAULT NULL::text', 'boolean'),
     ('orphan_report', ARRAY['interval'], 'stale_after interval DEFAULT NULL::interval',
      'TABLE(lease_owner text, stale boolean, did_work boolean, runs bigint, '
-     'oldest_heartbeat_at timestamp with time zone)');
+     'oldest_heartbeat_at timestamp with time zone)'),
+    -- beyond DESIGN.md: the CLI's `runq failed` needs the dead letter as a
+    -- function, since clients reach no table directly
+    ('dead_letter', ARRAY['integer'], 'max_runs integer DEFAULT 100', 'SETOF runq.run_info');
 
 -- The public functions are exactly the contract's (helpers start with '_').
 SELECT is(
@@ -60,7 +63,7 @@ SELECT is(
     ARRAY(SELECT fn::text FROM contract ORDER BY 1),
     'runq has exactly the public functions of the contract, one signature each');
 
--- 19 functions x 6 tests.
+-- 20 functions x 6 tests.
 SELECT has_function('runq', fn, argtypes, format('runq.%s(%s) exists', fn, array_to_string(argtypes, ', ')))
   FROM contract ORDER BY fn;
 SELECT is((SELECT string_agg(pg_catalog.pg_get_function_arguments(p.oid), ' | ')

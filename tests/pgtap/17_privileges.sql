@@ -4,7 +4,7 @@
 -- functions, each with a pinned search_path. Tested from the catalog and from
 -- outside, under SET ROLE. Classes 1700..1799.
 BEGIN;
-SELECT plan(249);
+SELECT plan(253);
 
 CREATE TEMP TABLE grants (fn name, argtypes name[], client boolean, worker boolean) ON COMMIT DROP;
 GRANT SELECT ON grants TO PUBLIC;
@@ -28,10 +28,11 @@ INSERT INTO grants VALUES
     ('tool_calls',    ARRAY['bigint'],                                 false, true),
     ('sweep',         ARRAY['integer'],                                false, true),
     ('redrive',       ARRAY['bigint', 'text'],                         false, false),
-    ('orphan_report', ARRAY['interval'],                               false, false);
+    ('orphan_report', ARRAY['interval'],                               false, false),
+    ('dead_letter',   ARRAY['integer'],                                false, false);
 
 -- ---------------------------------------------------------------------------
--- Functions: the catalog (19 x 4 = 76 tests)
+-- Functions: the catalog (20 x 4 = 80 tests)
 -- ---------------------------------------------------------------------------
 SELECT function_privs_are('runq', fn, argtypes, 'public', ARRAY[]::text[],
                           format('PUBLIC cannot execute runq.%s', fn))
