@@ -45,7 +45,9 @@ BEGIN
     BEGIN
         UPDATE runq.runs AS r
            SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
-               scheduled_for = NULL, cancel_requested = false, updated_at = v_now
+               scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
+               -- a fresh queue_ttl window, or a run that expired would expire again
+               expires_at = v_now + r.queue_ttl
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
         SELECT r.run_id INTO v_active
@@ -74,7 +76,7 @@ REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
 
 COMMENT ON FUNCTION runq.redrive(bigint, text) IS
-$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
 Raises RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;

@@ -52,6 +52,8 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.status = 'queued'
                AND r.expires_at <= v_now
+               -- a run requeued just above is decided for this sweep
+               AND r.run_id <> ALL (v_expired)
              ORDER BY r.expires_at, r.run_id
              LIMIT sweep.max_runs - cardinality(v_expired)
                FOR UPDATE SKIP LOCKED

@@ -12,13 +12,13 @@ BEGIN;
 -- by whether ready_at (scheduled_for, else created_at) has passed.
 CREATE VIEW runq.queue_stats AS
 SELECT s.priority::integer AS priority,
-       count(*) FILTER (WHERE s.status = 'queued' AND s.ready_at <= now())  AS ready,
-       count(*) FILTER (WHERE s.status = 'queued' AND s.ready_at > now())   AS scheduled,
-       count(*) FILTER (WHERE s.status = 'running')                         AS running,
-       count(*) FILTER (WHERE s.status = 'waiting_for_user')                AS waiting_for_user,
-       count(*) FILTER (WHERE s.status = 'failed')                          AS failed,
-       now() - min(s.created_at) FILTER (WHERE s.status = 'queued' AND s.ready_at <= now())
-                                                                            AS oldest_ready_age
+       count(*) FILTER (WHERE s.status = 'queued' AND s.ready_at <= c.at)  AS ready,
+       count(*) FILTER (WHERE s.status = 'queued' AND s.ready_at > c.at)   AS scheduled,
+       count(*) FILTER (WHERE s.status = 'running')                        AS running,
+       count(*) FILTER (WHERE s.status = 'waiting_for_user')               AS waiting_for_user,
+       count(*) FILTER (WHERE s.status = 'failed')                         AS failed,
+       c.at - min(s.created_at) FILTER (WHERE s.status = 'queued' AND s.ready_at <= c.at)
+                                                                           AS oldest_ready_age
   FROM (SELECT r.priority, r.status, r.ready_at, r.created_at
           FROM runq.runs AS r WHERE r.status = 'queued'
         UNION ALL
@@ -27,7 +27,10 @@ SELECT s.priority::integer AS priority,
         UNION ALL
         SELECT r.priority, r.status, r.ready_at, r.created_at
           FROM runq.runs AS r WHERE r.status = 'failed') AS s
- GROUP BY s.priority;
+       -- The clock, as claim reads it: now() would be the reader's
+       -- transaction start, and runs submitted since would look scheduled.
+       CROSS JOIN (SELECT clock_timestamp() AS at) AS c
+ GROUP BY s.priority, c.at;
 
 REVOKE ALL ON runq.queue_stats FROM PUBLIC;
 GRANT SELECT ON runq.queue_stats TO runq_admin;

@@ -5,7 +5,7 @@
 -- orphaned. Every scenario has its own priority class (33xx) and is decided
 -- before the next begins.
 BEGIN;
-SELECT plan(27);
+SELECT plan(30);
 
 -- The events of a run as 'type@epoch', in order.
 CREATE FUNCTION pg_temp.events(bigint) RETURNS text[] LANGUAGE sql AS $$
@@ -140,6 +140,8 @@ SELECT run_id AS r_rp FROM runq.submit(tenant_id => 'ttl', kind => 'k', priority
 SELECT epoch AS e FROM runq.claim(ARRAY[3340], lease => interval '1 millisecond') \gset
 DO $$ BEGIN PERFORM pg_sleep(0.005); END $$;
 CREATE TEMP TABLE swept_rp AS SELECT * FROM runq.sweep();
+SELECT is(ARRAY(SELECT action FROM swept_rp WHERE run_id = :r_rp), ARRAY['requeued'],
+          'resume past its queue_ttl: one sweep decides the run once (requeued)');
 INSERT INTO swept_rp SELECT * FROM runq.sweep();
 SELECT ok((SELECT bool_and(run_id = :r_rp) AND bool_or(action = 'expired') FROM swept_rp),
           'resume past its queue_ttl: the sweep reports it expired');
@@ -149,6 +151,12 @@ SELECT results_eq(format($$SELECT status, failure ->> 'code', (failure ->> 'atte
                   'resume past its queue_ttl: failed, code queue_ttl_expired, attempt 1, epoch 1');
 SELECT is(pg_temp.events(:r_rp), ARRAY['run.created@0', 'run.claimed@1', 'run.requeued@1', 'run.failed@1'],
           'resume past its queue_ttl: events created, claimed, requeued, failed (epoch 1)');
+
+-- A redriven run gets a fresh queue_ttl window: it does not expire again at once.
+UPDATE runq.runs SET queue_ttl = interval '1 hour' WHERE run_id = :r_rp;  -- fixture: a real TTL
+SELECT ok(runq.redrive(:r_rp), 'a queue_ttl_expired run can be redriven');
+SELECT is(ARRAY(SELECT action FROM runq.sweep() WHERE run_id = :r_rp), ARRAY[]::text[],
+          'the redriven run is inside a fresh queue_ttl window: the next sweep leaves it queued');
 
 SELECT * FROM finish();
 ROLLBACK;
