@@ -1,0 +1,45 @@
+"""runq: a thin typed Python client for the runq run queue in PostgreSQL.
+
+The SQL functions in the ``runq`` schema are the product; ``Client`` and
+``AsyncClient`` call them, one method per function, and return frozen
+dataclasses (``runq.types``) or raise the exceptions of ``runq.errors``.
+"""
+
+from runq.client import AsyncClient, Client
+from runq.errors import (
+    IdempotencyConflict,
+    InvalidArgument,
+    InvalidRunState,
+    RunNotFound,
+    RunqError,
+    SessionBusy,
+)
+from runq.types import (
+    ClaimedRun,
+    Event,
+    OrphanGroup,
+    QueueStats,
+    Run,
+    Submitted,
+    SweepAction,
+    ToolCall,
+)
+
+__all__ = [
+    "AsyncClient",
+    "ClaimedRun",
+    "Client",
+    "Event",
+    "IdempotencyConflict",
+    "InvalidArgument",
+    "InvalidRunState",
+    "OrphanGroup",
+    "QueueStats",
+    "Run",
+    "RunNotFound",
+    "RunqError",
+    "SessionBusy",
+    "Submitted",
+    "SweepAction",
+    "ToolCall",
+]

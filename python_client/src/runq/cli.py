@@ -1,0 +1,384 @@
+"""The ``runq`` command: an operator's view of the queue.
+
+Every subcommand is one or two calls of the runq SQL functions through
+:class:`runq.Client`. Output is an aligned table, or JSON with ``--json``.
+Exit status: 0 done, 1 runq refused (no such run, wrong state, ...) or the
+database refused, 2 usage or connection error. Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any
+
+import psycopg
+
+from runq.client import Client
+from runq.errors import RunqError
+
+__all__ = ["main"]
+
+CLASS_NAMES = {0: "interactive", 10: "async", 20: "maintenance"}
+
+
+class UsageError(Exception):
+    """Bad invocation the parser could not see (exit 2)."""
+
+
+# -- formatting ---------------------------------------------------------------
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="seconds")
+    if isinstance(value, timedelta):
+        return _duration(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
+
+
+def _duration(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h{minutes:02d}m"
+
+
+def _clip(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """An aligned plain-text table; numbers right-aligned."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    numeric = [
+        bool(rows) and all(isinstance(row[i], int | float) and not isinstance(row[i], bool)
+                           for row in rows)
+        for i in range(len(headers))
+    ]
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _print_json(value: Any) -> None:
+    def plain(v: Any) -> Any:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return dataclasses.asdict(v)
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+
+    print(json.dumps(plain(value), default=_json_default, indent=2))
+
+
+def _class(priority: int) -> str:
+    name = CLASS_NAMES.get(priority)
+    return f"{priority} {name}" if name else str(priority)
+
+
+# -- commands -------------------------------------------------------------------
+
+def cmd_status(client: Client, args: argparse.Namespace) -> int:
+    stats = client.queue_stats()
+    if args.json:
+        _print_json(stats)
+    elif not stats:
+        print("no queued, running, waiting or failed runs")
+    else:
+        print(table(
+            ["class", "ready", "scheduled", "running", "waiting", "failed", "oldest ready"],
+            [[_class(s.priority), s.ready, s.scheduled, s.running, s.waiting_for_user,
+              s.failed, s.oldest_ready_age] for s in stats]))
+    return 0
+
+
+def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
+    run = client.get_run(args.run)
+    events = client.run_events(args.run)
+    calls = client.tool_calls(args.run)
+    if args.json:
+        _print_json({"run": run, "events": events, "tool_calls": calls})
+        return 0
+    fields = dataclasses.asdict(run)
+    fields["priority"] = _class(run.priority)
+    width = max(len(k) for k in fields)
+    for key, value in fields.items():
+        print(f"{key.ljust(width)}  {_cell(value)}")
+    print()
+    print(table(["event", "time", "epoch", "type", "payload"],
+                [[e.event_id, e.created_at, e.epoch, e.type, _clip(_cell(e.payload), 80)]
+                 for e in events]))
+    if calls:
+        print()
+        print(table(["call", "tool", "idempotency", "status", "epoch", "started", "finished"],
+                    [[c.call_id, c.tool, c.idempotency, c.status, c.epoch, c.started_at,
+                      c.finished_at] for c in calls]))
+    return 0
+
+
+def cmd_failed(client: Client, args: argparse.Namespace) -> int:
+    runs = client.dead_letter(args.limit)
+    if args.json:
+        _print_json(runs)
+    elif not runs:
+        print("the dead letter is empty")
+    else:
+        print(table(
+            ["run", "tenant", "session", "kind", "class", "attempts", "finished", "code",
+             "message"],
+            [[r.run_id, r.tenant_id, r.session_id, r.kind, _class(r.priority), r.attempts,
+              r.finished_at, (r.failure or {}).get("code"),
+              _clip(str((r.failure or {}).get("message", "")))] for r in runs]))
+    return 0
+
+
+def cmd_redrive(client: Client, args: argparse.Namespace) -> int:
+    done = client.redrive(args.run, args.reason)
+    if args.json:
+        _print_json({"run_id": args.run, "redriven": done})
+    else:
+        print(f"run {args.run} {'redriven: queued again' if done else 'was not redriven'}")
+    return 0 if done else 1
+
+
+def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
+    outcome = client.cancel(args.run, args.reason)
+    if args.json:
+        _print_json({"run_id": args.run, "outcome": outcome})
+    else:
+        print(f"run {args.run}: {outcome}")
+    return 0
+
+
+def cmd_orphans(client: Client, args: argparse.Namespace) -> int:
+    stale_after = None if args.stale_after is None else timedelta(seconds=args.stale_after)
+    groups = client.orphan_report(stale_after)
+    if args.json:
+        _print_json(groups)
+    elif not groups:
+        print("no running runs")
+    else:
+        print(table(["owner", "stale", "did work", "runs", "oldest heartbeat"],
+                    [[g.lease_owner, g.stale, g.did_work, g.runs, g.oldest_heartbeat_at]
+                     for g in groups]))
+    return 0
+
+
+def cmd_sweep(client: Client, args: argparse.Namespace) -> int:
+    if args.every is None:
+        actions = client.sweep(args.max_runs)
+        if args.json:
+            _print_json(actions)
+        elif not actions:
+            print("nothing to sweep")
+        else:
+            print(table(["run", "action"], [[a.run_id, a.action] for a in actions]))
+        return 0
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stop.is_set():
+            for a in client.sweep(args.max_runs):
+                if args.json:
+                    print(json.dumps({"run_id": a.run_id, "action": a.action}), flush=True)
+                else:
+                    now = datetime.now().astimezone().isoformat(sep=" ", timespec="seconds")
+                    print(f"{now}  run {a.run_id} {a.action}", flush=True)
+            stop.wait(args.every)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def _delegate(module_name: str, what: str) -> Callable[[argparse.Namespace, list[str]], int]:
+    """A subcommand implemented by another module of the package, which may
+    not be installed: runs ``<module>.main(argv)``."""
+
+    def run(args: argparse.Namespace, extra: list[str]) -> int:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name in (module_name, "runq"):
+                raise UsageError(f"{what} ({module_name}) is not part of this installation "
+                                 "of runq") from None
+            raise UsageError(f"{module_name} needs a module that is missing: {error.name}")\
+                from None
+        entry = getattr(module, "main", None)
+        if not callable(entry):
+            raise UsageError(f"{module_name} has no main(argv) to run")
+        argv = list(extra)
+        if args.database_url:
+            argv = ["--database-url", args.database_url, *argv]
+        result = entry(argv)
+        return result if isinstance(result, int) else 0
+
+    return run
+
+
+# -- entry point --------------------------------------------------------------
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--database-url", default=argparse.SUPPRESS, metavar="URL",
+                        help="the database (default: $RUNQ_DATABASE_URL)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print JSON instead of a table")
+
+    parser = argparse.ArgumentParser(
+        prog="runq", parents=[common],
+        description="Operate a runq queue: the state of the queue, runs, the dead letter.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], help=help, description=help)
+
+    command("status", "queue statistics by priority class")
+    p = command("inspect", "a run and its event timeline")
+    p.add_argument("run", type=int, metavar="RUN")
+    p = command("failed", "the dead letter (failed runs), most recently failed first")
+    p.add_argument("--limit", type=int, default=None, help="at most this many runs (100)")
+    p = command("redrive", "put a failed run back in the queue")
+    p.add_argument("run", type=int, metavar="RUN")
+    p.add_argument("--reason", help="recorded in the run.redriven event")
+    p = command("cancel", "cancel a run (a running run stops at its next heartbeat)")
+    p.add_argument("run", type=int, metavar="RUN")
+    p.add_argument("--reason", help="recorded with the cancellation")
+    p = command("orphans", "running runs by lease owner, staleness and work done")
+    p.add_argument("--stale-after", type=_positive_seconds, metavar="SECONDS",
+                   help="heartbeat age that counts as stale (default: the server setting)")
+    p = command("sweep", "expire leases and queue TTLs once, or every SECONDS")
+    p.add_argument("--every", type=_positive_seconds, metavar="SECONDS",
+                   help="keep sweeping at this interval until SIGINT/SIGTERM")
+    p.add_argument("--max-runs", type=int, default=None, help="runs per sweep (1000)")
+    for name, what, module in (("worker", "run a worker pool", "runq.pool"),
+                               ("demo", "run the demo", "runq.demo")):
+        # no -h of its own: `runq worker -h` is the module's help
+        sub.add_parser(name, parents=[common], add_help=False,
+                       help=f"{what} ({module}; see runq {name} -h)")
+    return parser
+
+
+_COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
+    "status": cmd_status,
+    "inspect": cmd_inspect,
+    "failed": cmd_failed,
+    "redrive": cmd_redrive,
+    "cancel": cmd_cancel,
+    "orphans": cmd_orphans,
+    "sweep": cmd_sweep,
+}
+
+_DELEGATED = {
+    "worker": _delegate("runq.pool", "the worker pool"),
+    "demo": _delegate("runq.demo", "the demo"),
+}
+
+
+# undefined_table, undefined_function, invalid_schema_name
+_NOT_DEPLOYED = {"42P01", "42883", "3F000"}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _describe(error: RunqError) -> str:
+    """The server's message, then its DETAIL and HINT sentences, on one line."""
+    extra = " ".join(p for p in (error.detail, error.hint) if p)
+    return _one_line(f"{error.message}. {extra}" if extra else error.message)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the runq command line; returns the exit status."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command not in _DELEGATED and extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.json = getattr(args, "json", False)
+    args.database_url = getattr(args, "database_url", None) or os.environ.get(
+        "RUNQ_DATABASE_URL")
+    prog = f"runq {args.command}"
+    try:
+        if args.command in _DELEGATED:
+            return _DELEGATED[args.command](args, extra)
+        if not args.database_url:
+            raise UsageError("no database: pass --database-url or set RUNQ_DATABASE_URL")
+        try:
+            with Client.connect(args.database_url, application_name="runq-cli") as client:
+                return _COMMANDS[args.command](client, args)
+        except psycopg.OperationalError as error:
+            raise UsageError(_one_line(str(error))) from None
+    except UsageError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 2
+    except RunqError as error:
+        print(f"{prog}: {_describe(error)}", file=sys.stderr)
+        return 1
+    except psycopg.Error as error:
+        message = error.diag.message_primary or str(error)
+        if error.sqlstate in _NOT_DEPLOYED:
+            message += ": is runq (up to date) deployed in this database?"
+        code = f" ({error.sqlstate})" if error.sqlstate else ""
+        print(f"{prog}: {_one_line(message)}{code}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`runq failed | head`): not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The `runq` command against a real database: output, --json, exit codes
+(0 ok, 1 runq refused, 2 usage or connection) and one-line errors.
+
+Most tests call runq.cli.main in-process; a few run the installed console
+script to check what a shell sees (no traceback, signals).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runq import Client
+from runq.cli import main
+
+
+@pytest.fixture
+def client(db_url: str) -> Iterator[Client]:
+    with Client.connect(db_url) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def database_env(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNQ_DATABASE_URL", db_url)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def runq_command() -> list[str]:
+    script = shutil.which("runq", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "runq.cli"]
+
+
+def failed_run(client: Client, **submit: Any) -> int:
+    run = client.submit("acme", "report", **submit).run_id
+    [c] = client.claim([0, 10, 20])
+    assert c.run_id == run
+    client.fail(run, c.epoch, {"code": "boom", "message": "the report blew up"})
+    return run
+
+
+def test_status(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "status") == (0, "no queued, running, waiting or failed runs\n", "")
+    failed_run(client)
+    client.submit("t", "k", priority=0)
+    client.submit("t", "k", priority=20)
+    code, out, err = run_cli(capsys, "status")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].split() == ["class", "ready", "scheduled", "running", "waiting", "failed",
+                                "oldest", "ready"]
+    assert lines[2].startswith("0 interactive") and lines[4].startswith("20 maintenance")
+    assert lines[3].split()[:7] == ["10", "async", "0", "0", "0", "0", "1"]
+    code, out, _ = run_cli(capsys, "status", "--json")
+    rows = json.loads(out)
+    assert [r["priority"] for r in rows] == [0, 10, 20]
+    assert rows[1]["failed"] == 1 and rows[1]["oldest_ready_age"] is None
+    assert isinstance(rows[0]["oldest_ready_age"], float)
+
+
+def test_inspect(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    run = client.submit("acme", "chat", {"q": 1}, session_id="s1", priority=0).run_id
+    [c] = client.claim([0], worker_id="w9")
+    client.begin_tool(run, c.epoch, "call-1", "search", "read_only")
+    code, out, err = run_cli(capsys, "inspect", str(run))
+    assert code == 0 and err == ""
+    assert "status            running" in out and "0 interactive" in out
+    for event in ("run.created", "run.claimed", "run.tool_started"):
+        assert event in out
+    assert "call-1" in out and "search" in out
+    code, out, _ = run_cli(capsys, "--json", "inspect", str(run))
+    doc = json.loads(out)
+    assert doc["run"]["run_id"] == run and doc["run"]["status"] == "running"
+    assert [e["type"] for e in doc["events"]] == ["run.created", "run.claimed",
+                                                  "run.tool_started"]
+    assert doc["tool_calls"][0]["call_id"] == "call-1"
+
+
+def test_inspect_missing_run_is_exit_1_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "inspect", "424242")
+    assert (code, out) == (1, "")
+    assert err == "runq inspect: run 424242 not found\n"
+
+
+def test_failed_lists_the_dead_letter_newest_first(client: Client,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "failed") == (0, "the dead letter is empty\n", "")
+    first = failed_run(client)
+    second = failed_run(client, priority=20)
+    code, out, _ = run_cli(capsys, "failed")
+    lines = out.splitlines()
+    assert code == 0 and "code" in lines[0] and "message" in lines[0]
+    assert lines[2].split()[0] == str(second) and lines[3].split()[0] == str(first)
+    assert "boom" in lines[2] and "the report blew up" in lines[2]
+    code, out, _ = run_cli(capsys, "failed", "--json", "--limit", "1")
+    [row] = json.loads(out)
+    assert row["run_id"] == second and row["failure"]["code"] == "boom"
+
+
+def test_redrive(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    run = failed_run(client)
+    code, out, _ = run_cli(capsys, "redrive", str(run), "--reason", "fixed the bug")
+    assert code == 0 and str(run) in out
+    assert client.get_run(run).status == "queued"
+    assert client.run_events(run)[-1].payload["reason"] == "fixed the bug"
+    code, out, err = run_cli(capsys, "redrive", str(run))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"runq redrive: run {run} is queued, not failed")
+    assert err.count("\n") == 1
+
+
+def test_redrive_into_a_busy_session(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    run = failed_run(client, session_id="s")
+    busy = client.submit("acme", "report", session_id="s").run_id
+    code, out, err = run_cli(capsys, "--json", "redrive", str(run))
+    assert (code, out) == (1, "")
+    assert str(busy) in err and err.count("\n") == 1
+
+
+def test_cancel(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    queued = client.submit("t", "k").run_id
+    assert run_cli(capsys, "cancel", str(queued), "--reason", "dup") == (
+        0, f"run {queued}: cancelled\n", "")
+    code, out, _ = run_cli(capsys, "cancel", str(queued), "--json")
+    assert code == 0 and json.loads(out) == {"run_id": queued, "outcome": "already_terminal"}
+    running = client.submit("t", "k").run_id
+    client.claim([10])
+    assert run_cli(capsys, "cancel", str(running))[1] == f"run {running}: cancel_requested\n"
+    assert run_cli(capsys, "cancel", "424242")[0] == 1
+
+
+def test_orphans(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "orphans") == (0, "no running runs\n", "")
+    client.submit("t", "k")
+    client.claim([10], worker_id="host-1:42")
+    time.sleep(0.01)
+    code, out, _ = run_cli(capsys, "orphans", "--stale-after", "0.001")
+    assert code == 0
+    owner, stale, did_work, runs = out.splitlines()[2].split()[:4]
+    assert (owner, stale, did_work, runs) == ("host-1:42", "yes", "no", "1")
+    code, out, _ = run_cli(capsys, "orphans", "--json")
+    assert json.loads(out)[0]["stale"] is False
+
+
+def test_sweep_once(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "sweep") == (0, "nothing to sweep\n", "")
+    run = client.submit("t", "k", max_attempts=1).run_id
+    client.claim([10], lease=timedelta(milliseconds=1))
+    time.sleep(0.05)
+    code, out, _ = run_cli(capsys, "sweep", "--json", "--max-runs", "10")
+    assert code == 0 and json.loads(out) == [{"run_id": run, "action": "dead_lettered"}]
+
+
+def test_sweep_every_until_sigterm(client: Client, db_url: str) -> None:
+    proc = subprocess.Popen([*runq_command(), "sweep", "--every", "0.1", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "RUNQ_DATABASE_URL": db_url})
+    try:
+        run = client.submit("t", "k", max_attempts=1).run_id
+        client.claim([10], lease=timedelta(milliseconds=1))
+        deadline = time.monotonic() + 10
+        while client.get_run(run).status != "failed" and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert err == ""
+    assert json.loads(out.splitlines()[0]) == {"run_id": run, "action": "dead_lettered"}
+
+
+@pytest.mark.parametrize(("command", "module"), [("worker", "runq.pool"),
+                                                 ("demo", "runq.demo")])
+def test_delegated_command_missing_module(command: str, module: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed")
+    code, out, err = run_cli(capsys, command, "--some-option", "x")
+    assert (code, out) == (2, "")
+    assert err == (f"runq {command}: the {'worker pool' if command == 'worker' else 'demo'} "
+                   f"({module}) is not part of this installation of runq\n")
+
+
+@pytest.mark.parametrize(("command", "module"), [("worker", "runq.pool"),
+                                                 ("demo", "runq.demo")])
+def test_delegated_command_gets_its_arguments(command: str, module: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed yet")
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "-h"])  # the module's own parser answers
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: runq {command}")
+
+
+def test_usage_and_connection_errors_are_exit_2(capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    code, _, err = run_cli(capsys, "status", "--database-url",
+                           "postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=2")
+    assert code == 2 and err.startswith("runq status: ") and err.count("\n") == 1
+    monkeypatch.delenv("RUNQ_DATABASE_URL")
+    assert run_cli(capsys, "status") == (
+        2, "", "runq status: no database: pass --database-url or set RUNQ_DATABASE_URL\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["inspect", "not-a-number"])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit) as exit_info:
+        main(["status", "--bogus"])
+    assert exit_info.value.code == 2
+
+
+def test_console_script_prints_no_traceback(db_url: str) -> None:
+    env = {**os.environ, "RUNQ_DATABASE_URL": db_url}
+    proc = subprocess.run([*runq_command(), "inspect", "424242"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == "runq inspect: run 424242 not found\n"
+    proc = subprocess.run([*runq_command(), "--json", "status"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert (proc.returncode, json.loads(proc.stdout), proc.stderr) == (0, [], "")

@@ -1,0 +1,446 @@
+"""runq.Client against a real database: every method, every mapped exception,
+and each kind of source (conninfo, caller's connection, pool).
+
+Fixtures (conftest.py): db_url is a fresh database with runq deployed, conn an
+autocommit superuser connection to it, connect a factory for more.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg_pool import ConnectionPool
+
+import runq
+from runq import (
+    Client,
+    IdempotencyConflict,
+    InvalidArgument,
+    InvalidRunState,
+    RunNotFound,
+    RunqError,
+    SessionBusy,
+)
+from runq.errors import from_psycopg
+
+Connect = Callable[[], psycopg.Connection[Any]]
+MISSING = 987654321  # a run id no test creates
+SHORT = timedelta(milliseconds=1)  # a lease that has expired by the next statement
+
+
+@pytest.fixture
+def client(db_url: str) -> Iterator[Client]:
+    with Client.connect(db_url) as c:
+        yield c
+
+
+def event_types(client: Client, run_id: int) -> list[str]:
+    return [e.type for e in client.run_events(run_id)]
+
+
+def claim_one(client: Client, classes: list[int] | None = None, **kw: Any) -> runq.ClaimedRun:
+    runs = client.claim(classes or [0, 10, 20], **kw)
+    assert len(runs) == 1
+    return runs[0]
+
+
+# -- submit ---------------------------------------------------------------------
+
+
+def test_submit_sends_only_given_arguments_so_sql_defaults_apply(client: Client) -> None:
+    sub = client.submit("acme", "chat.turn")
+    assert sub == runq.Submitted(run_id=sub.run_id, outcome="created")
+    run = client.get_run(sub.run_id)
+    assert (run.tenant_id, run.kind, run.session_id) == ("acme", "chat.turn", None)
+    assert (run.status, run.priority, run.max_attempts, run.attempts) == ("queued", 10, 3, 0)
+    assert run.scheduled_for is None and run.lease_epoch == 0
+    assert claim_one(client).payload == {}
+
+
+def test_submit_passes_every_argument(client: Client) -> None:
+    when = datetime.now(timezone.utc) + timedelta(hours=1)
+    sub = client.submit(
+        "acme", "report", {"n": 1}, session_id="s1", priority=20, idempotency_key="k1",
+        principal_id="alice", scheduled_for=when, max_attempts=5, recovery_policy="fail",
+        queue_ttl=timedelta(days=2))
+    run = client.get_run(sub.run_id)
+    assert (run.session_id, run.priority, run.max_attempts) == ("s1", 20, 5)
+    assert run.scheduled_for == when
+    assert client.claim([20]) == []  # scheduled an hour from now
+    stats = {s.priority: s for s in client.queue_stats()}
+    assert stats[20].scheduled == 1 and stats[20].ready == 0
+
+
+def test_submit_idempotency_duplicate_and_conflict(client: Client) -> None:
+    first = client.submit("acme", "k", {"a": 1}, idempotency_key="key", principal_id="p")
+    again = client.submit("acme", "k", {"a": 1}, idempotency_key="key", principal_id="p")
+    assert again == runq.Submitted(first.run_id, "duplicate")
+    with pytest.raises(IdempotencyConflict) as info:
+        client.submit("acme", "k", {"a": 2}, idempotency_key="key", principal_id="p")
+    err = info.value
+    assert err.sqlstate == "RQ001" and isinstance(err, RunqError)
+    assert "key" in str(err) and str(err) == err.message
+    assert isinstance(err.__cause__, psycopg.Error) and err.__cause__.sqlstate == "RQ001"
+
+
+def test_submit_session_busy_names_the_active_run(client: Client) -> None:
+    first = client.submit("acme", "k", session_id="s1")
+    with pytest.raises(SessionBusy) as info:
+        client.submit("acme", "k", session_id="s1")
+    assert info.value.sqlstate == "RQ002"
+    assert str(first.run_id) in str(info.value)
+    assert info.value.detail is not None or info.value.hint is not None
+
+
+def test_invalid_argument_keeps_the_servers_message(client: Client) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        client.submit("acme", "k", recovery_policy="sometimes")
+    assert info.value.sqlstate == "22023" and "sometimes" in str(info.value)
+    with pytest.raises(InvalidArgument):
+        client.submit("acme", "k", priority=40000)
+    with pytest.raises(InvalidArgument):
+        client.claim([])
+    with pytest.raises(InvalidArgument):
+        client.claim([0], lease=timedelta(0))
+    with pytest.raises(InvalidArgument):
+        client.sweep(max_runs=0)
+
+
+def test_required_none_is_sql_null_and_rejected(client: Client) -> None:
+    run = client.submit("acme", "k").run_id
+    c = claim_one(client)
+    calls: list[Callable[[], bool]] = [
+        lambda: client.checkpoint(run, c.epoch, None),
+        lambda: client.ask_user(run, c.epoch, None),
+        lambda: client.end_tool(run, c.epoch, "x", None),
+        lambda: client.fail(run, c.epoch, None),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        with pytest.raises(InvalidArgument):
+            call()
+    assert client.heartbeat(run, c.epoch) is True
+
+
+def test_run_not_found_from_every_function_taking_a_run(client: Client) -> None:
+    calls: dict[str, Callable[[], object]] = {
+        "deliver_input": lambda: client.deliver_input(MISSING, {"a": 1}),
+        "cancel": lambda: client.cancel(MISSING),
+        "get_run": lambda: client.get_run(MISSING),
+        "run_events": lambda: client.run_events(MISSING),
+        "heartbeat": lambda: client.heartbeat(MISSING, 1),
+        "complete": lambda: client.complete(MISSING, 1),
+        "fail": lambda: client.fail(MISSING, 1, {"code": "x"}),
+        "release": lambda: client.release(MISSING, 1),
+        "ask_user": lambda: client.ask_user(MISSING, 1, "?"),
+        "checkpoint": lambda: client.checkpoint(MISSING, 1, {}),
+        "begin_turn": lambda: client.begin_turn(MISSING, 1),
+        "begin_tool": lambda: client.begin_tool(MISSING, 1, "c", "t", "read_only"),
+        "end_tool": lambda: client.end_tool(MISSING, 1, "c", {}),
+        "tool_calls": lambda: client.tool_calls(MISSING),
+        "redrive": lambda: client.redrive(MISSING),
+    }
+    for name, call in calls.items():
+        with pytest.raises(RunNotFound, match=str(MISSING)) as info:
+            call()
+        assert info.value.sqlstate == "RQ003", name
+
+
+# -- the worker's side ----------------------------------------------------------
+
+
+def test_claim_returns_every_column_and_empty_when_nothing_is_ready(client: Client) -> None:
+    assert client.claim([0, 10]) == []
+    sub = client.submit("acme", "chat", {"q": "hi"}, session_id="s", priority=0)
+    before = datetime.now(timezone.utc)
+    c = claim_one(client, [0], worker_id="w1", lease=timedelta(minutes=2))
+    assert (c.run_id, c.epoch, c.attempt, c.resumed) == (sub.run_id, 1, 1, False)
+    assert (c.tenant_id, c.session_id, c.kind, c.priority) == ("acme", "s", "chat", 0)
+    assert c.payload == {"q": "hi"} and c.checkpoint is None and c.inputs == []
+    assert timedelta(seconds=100) < c.lease_expires_at - before < timedelta(seconds=140)
+    assert client.claim((0, 10)) == []  # any sequence of classes
+
+
+def test_claim_max_runs_and_priority_order(client: Client) -> None:
+    ids = [client.submit("t", "k", priority=p).run_id for p in (20, 10, 0)]
+    got = client.claim([0, 10, 20], max_runs=2)
+    assert [c.run_id for c in got] == [ids[2], ids[1]]
+    assert [c.run_id for c in client.claim([0, 10, 20], max_runs=5)] == [ids[0]]
+
+
+def test_heartbeat_checkpoint_turn_tools_complete(client: Client) -> None:
+    run = client.submit("t", "agent").run_id
+    c = claim_one(client)
+    assert client.heartbeat(run, c.epoch) is True
+    assert client.begin_turn(run, c.epoch) is True
+    assert client.begin_tool(run, c.epoch, "c1", "search", "read_only", {"q": "x"}) is True
+    assert client.begin_tool(run, c.epoch, "c2", "mail", "non_idempotent") is True
+    assert client.end_tool(run, c.epoch, "c1", {"hits": 3}) is True
+    assert client.checkpoint(run, c.epoch, {"step": 2}) is True
+    calls = {t.call_id: t for t in client.tool_calls(run)}
+    assert calls["c1"].status == "finished" and calls["c1"].outcome == {"hits": 3}
+    assert calls["c1"].args == {"q": "x"} and calls["c1"].finished_at is not None
+    assert calls["c2"].args == {} and calls["c2"].status == "started"
+    assert calls["c2"].idempotency == "non_idempotent" and calls["c2"].epoch == c.epoch
+    with pytest.raises(InvalidArgument):
+        client.end_tool(run, c.epoch, "never-began", {})
+    assert client.complete(run, c.epoch, {"answer": 42}) is True
+    done = client.get_run(run)
+    assert done.status == "succeeded" and done.result == {"answer": 42}
+    assert done.finished_at is not None
+    assert event_types(client, run) == [
+        "run.created", "run.claimed", "run.turn_started", "run.tool_started",
+        "run.tool_started", "run.tool_finished", "run.checkpointed", "run.succeeded"]
+    events = client.run_events(run)
+    assert [e.event_id for e in events] == sorted(e.event_id for e in events)
+    assert events[0].epoch == 0 and events[1].epoch == 1
+
+
+def test_complete_without_result_stores_null(client: Client) -> None:
+    run = client.submit("t", "k").run_id
+    c = claim_one(client)
+    assert client.complete(run, c.epoch) is True
+    assert client.get_run(run).result is None
+
+
+def test_release_then_fenced_writes_return_false(client: Client) -> None:
+    run = client.submit("t", "k").run_id
+    old = claim_one(client)
+    assert client.checkpoint(run, old.epoch, {"at": 1}) is True
+    assert client.release(run, old.epoch) is True
+    new = claim_one(client)
+    assert (new.run_id, new.epoch, new.attempt, new.resumed) == (run, 2, 1, True)
+    assert new.checkpoint == {"at": 1}
+    writes: list[Callable[[], bool]] = [
+        lambda: client.heartbeat(run, old.epoch),
+        lambda: client.complete(run, old.epoch, {"late": True}),
+        lambda: client.fail(run, old.epoch, {"code": "late"}),
+        lambda: client.checkpoint(run, old.epoch, {}),
+        lambda: client.begin_turn(run, old.epoch),
+        lambda: client.begin_tool(run, old.epoch, "c", "t", "idempotent"),
+        lambda: client.ask_user(run, old.epoch, "?"),
+        lambda: client.release(run, old.epoch),
+    ]
+    for write in writes:
+        assert write() is False
+    assert client.get_run(run).status == "running"
+    assert event_types(client, run).count("run.fenced") == 1
+
+
+def test_ask_user_deliver_input_and_submit_into_a_waiting_session(client: Client) -> None:
+    run = client.submit("t", "chat", session_id="s").run_id
+    c = claim_one(client)
+    assert client.ask_user(run, c.epoch, {"text": "which city?"}) is True
+    waiting = client.get_run(run)
+    assert waiting.status == "waiting_for_user" and waiting.question == {"text": "which city?"}
+    assert client.deliver_input(run, {"text": "Oslo"}) is True
+    with pytest.raises(InvalidRunState) as state:
+        client.deliver_input(run, {"text": "again"})
+    assert state.value.sqlstate == "RQ004"
+    again = claim_one(client)
+    assert again.inputs == [{"text": "Oslo"}]
+    assert client.ask_user(run, again.epoch, "and when?") is True
+    sub = client.submit("t", "chat", {"text": "tomorrow"}, session_id="s")
+    assert sub == runq.Submitted(run, "input_delivered")
+    assert claim_one(client).inputs[-1] == {"text": "tomorrow"}
+
+
+def test_fail_dead_letter_and_redrive(client: Client) -> None:
+    a = client.submit("t", "k", session_id="s").run_id
+    b = client.submit("t", "k").run_id
+    ca = claim_one(client)
+    cb = claim_one(client)
+    assert client.fail(a, ca.epoch, {"code": "boom"}) is True
+    assert client.fail(b, cb.epoch, {"code": "bang", "message": "it went bang"}) is True
+    failed = client.get_run(a)
+    assert failed.status == "failed" and failed.failure is not None
+    assert (failed.failure["code"], failed.failure["message"]) == ("boom", "boom")
+    assert [r.run_id for r in client.dead_letter()] == [b, a]
+    assert [r.run_id for r in client.dead_letter(1)] == [b]
+    assert client.queue_stats()[0].failed == 2
+    with pytest.raises(InvalidRunState):
+        client.redrive(client.submit("t", "k").run_id)
+    client.submit("t", "k", session_id="s")  # the session is busy again
+    with pytest.raises(SessionBusy):
+        client.redrive(a)
+    assert client.redrive(b, reason="fixed") is True
+    redriven = client.get_run(b)
+    assert redriven.status == "queued" and redriven.attempts == 0
+    last = client.run_events(b)[-1]
+    assert last.type == "run.redriven" and last.payload["reason"] == "fixed"
+
+
+def test_cancel_queued_running_and_terminal(client: Client) -> None:
+    queued = client.submit("t", "k").run_id
+    assert client.cancel(queued, reason="not needed") == "cancelled"
+    assert client.cancel(queued) == "already_terminal"
+    running = client.submit("t", "k").run_id
+    c = claim_one(client)
+    assert client.cancel(running) == "cancel_requested"
+    assert client.get_run(running).cancel_requested is True
+    assert client.heartbeat(running, c.epoch) is False
+    assert client.get_run(running).status == "cancelled"
+    assert event_types(client, running)[-1] == "run.cancelled"
+
+
+# -- the operator's side ----------------------------------------------------------
+
+
+def test_sweep_requeues_and_dead_letters_expired_leases(client: Client) -> None:
+    assert client.sweep() == []
+    again = client.submit("t", "k", max_attempts=3).run_id
+    dead = client.submit("t", "k", max_attempts=1).run_id
+    claim_one(client, lease=SHORT)
+    claim_one(client, lease=SHORT)
+    time.sleep(0.05)
+    actions = client.sweep(max_runs=10)
+    assert sorted(actions, key=lambda a: a.run_id) == [
+        runq.SweepAction(again, "requeued"), runq.SweepAction(dead, "dead_lettered")]
+    assert client.get_run(dead).failure["code"] == "max_attempts_exceeded"  # type: ignore[index]
+
+
+def test_orphan_report_and_queue_stats(client: Client) -> None:
+    assert client.orphan_report() == []
+    assert client.queue_stats() == []
+    run = client.submit("t", "k", priority=0).run_id
+    client.submit("t", "k", priority=20)
+    c = claim_one(client, [0], worker_id="w1")
+    client.begin_turn(run, c.epoch)
+    [group] = client.orphan_report()
+    assert (group.lease_owner, group.stale, group.did_work, group.runs) == ("w1", False, True, 1)
+    assert group.oldest_heartbeat_at is not None
+    time.sleep(0.01)
+    [stale] = client.orphan_report(stale_after=timedelta(milliseconds=1))
+    assert stale.stale is True
+    stats = client.queue_stats()
+    assert [s.priority for s in stats] == [0, 20]
+    assert (stats[0].running, stats[1].ready) == (1, 1)
+    assert stats[1].oldest_ready_age is not None and stats[0].oldest_ready_age is None
+
+
+# -- sources and transactions -------------------------------------------------------
+
+
+def test_conninfo_client_connects_only_when_entered(db_url: str) -> None:
+    client = Client.connect(db_url)
+    with pytest.raises(RuntimeError, match="not open"):
+        client.queue_stats()
+    with client:
+        assert client.queue_stats() == []
+    with pytest.raises(RuntimeError):
+        client.queue_stats()
+    Client.connect("postgresql://nobody@127.0.0.1:1/none")  # no error: nothing connects
+
+
+def test_callers_autocommit_connection_is_used_and_left_open(conn: psycopg.Connection[Any],
+                                                            connect: Connect) -> None:
+    with Client(conn) as client:
+        run = client.submit("t", "k").run_id
+    assert not conn.closed
+    assert Client(connect()).get_run(run).status == "queued"
+
+
+def test_non_autocommit_connection_commits_each_call(db_url: str, connect: Connect) -> None:
+    with psycopg.connect(db_url) as mine:
+        client = Client(mine)
+        run = client.submit("t", "k").run_id
+        assert mine.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert Client(connect()).get_run(run).status == "queued"
+        with pytest.raises(RunNotFound):
+            client.get_run(MISSING)
+        assert mine.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_inside_the_callers_transaction_a_call_is_part_of_it(db_url: str,
+                                                              connect: Connect) -> None:
+    other = Client(connect())
+    with psycopg.connect(db_url) as mine:
+        client = Client(mine)
+        with mine.transaction(force_rollback=True):
+            run = client.submit("t", "k", session_id="s").run_id
+            with pytest.raises(SessionBusy):  # rolls back to its savepoint only
+                client.submit("t", "k", session_id="s")
+            assert client.get_run(run).status == "queued"
+            with pytest.raises(RunNotFound):
+                other.get_run(run)  # not committed yet
+        with pytest.raises(RunNotFound):
+            other.get_run(run)  # rolled back with the caller's transaction
+
+
+def test_explicit_transaction_on_an_autocommit_connection(conn: psycopg.Connection[Any],
+                                                          connect: Connect) -> None:
+    client = Client(conn)
+    with conn.transaction() as tx:
+        run = client.submit("t", "k", session_id="s").run_id
+        with pytest.raises(SessionBusy):  # the caller's transaction survives it
+            client.submit("t", "k", session_id="s")
+        assert client.cancel(run) == "cancelled"
+        with pytest.raises(RunNotFound):
+            Client(connect()).get_run(run)
+        raise psycopg.Rollback(tx)
+    with pytest.raises(RunNotFound):
+        client.get_run(run)
+
+
+def test_pool_source(db_url: str) -> None:
+    with ConnectionPool(db_url, min_size=1, max_size=2, open=True) as pool:
+        client = Client(pool)
+        run = client.submit("t", "k").run_id
+        assert client.get_run(run).status == "queued"
+        with pytest.raises(RunNotFound):
+            client.get_run(MISSING)
+        assert claim_one(client).run_id == run
+        assert pool.get_stats()["pool_available"] >= 1
+
+
+def test_other_errors_pass_through_unchanged(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("SET ROLE runq_client")
+    client = Client(conn)
+    client.submit("t", "k")  # granted
+    with pytest.raises(psycopg.errors.InsufficientPrivilege) as info:
+        client.claim([0])  # runq_worker's
+    assert from_psycopg(info.value) is None
+    assert not isinstance(info.value, RunqError)
+
+
+def test_row_factory_of_a_callers_connection_does_not_matter(db_url: str) -> None:
+    from psycopg.rows import dict_row
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as mine:
+        client = Client(mine)
+        run = client.submit("t", "k").run_id
+        assert client.cancel(run) == "cancelled"
+        assert client.get_run(run).status == "cancelled"
+
+
+# -- jsonb round trip --------------------------------------------------------------
+
+_text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"),
+                max_size=20)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | _text
+    # jsonb numbers are decimals: a float past 2**53 comes back as the int
+    # its decimal spelling names, so stay in the range where floats are exact
+    | st.floats(min_value=-1e15, max_value=1e15),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_text, inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=st.dictionaries(_text, _json, max_size=5), state=_json.filter(
+    lambda v: v is not None))
+def test_jsonb_arguments_round_trip(client: Client, payload: dict[str, Any], state: Any) -> None:
+    run = client.submit("t", "k", payload).run_id
+    c = claim_one(client)
+    assert c.run_id == run and c.payload == payload
+    assert client.checkpoint(run, c.epoch, state) is True
+    assert client.release(run, c.epoch) is True
+    assert claim_one(client).checkpoint == state
+    client.cancel(run)
+    assert client.heartbeat(run, c.epoch + 1) is False

@@ -1,0 +1,25 @@
+"""The Python client stays typed and lint-clean: `mypy --strict` and
+`ruff check` over python_client/ must report nothing (their configuration is
+in python_client/pyproject.toml)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+CLIENT = Path(__file__).resolve().parent.parent / "python_client"
+
+
+def check(*command: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", *command], cwd=CLIENT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, f"{' '.join(command)} found problems:\n{proc.stdout}{proc.stderr}"
+
+
+def test_mypy_strict() -> None:
+    check("mypy", "--strict", "src")
+
+
+def test_ruff() -> None:
+    check("ruff", "check", ".")
