@@ -4,6 +4,7 @@ sql/runq.sql is the same schema as the plan.
 Every test reads sqitch.plan, so changes appended later are covered without
 editing this file.
 """
+import difflib
 import re
 import runpy
 from collections.abc import Iterator
@@ -141,7 +142,12 @@ def test_sql_file_equals_sqitch_deploy(server_url: str, sqitch_db: str,
     # template_db is the conftest's database loaded from sql/runq.sql.
     sqitch_dump = schema_dump(with_dbname(server_url, sqitch_db))
     assert "CREATE SCHEMA runq;" in sqitch_dump
-    assert schema_dump(with_dbname(server_url, template_db)) == sqitch_dump
+    diff = list(difflib.unified_diff(
+        sqitch_dump.splitlines(), schema_dump(with_dbname(server_url, template_db)).splitlines(),
+        "sqitch deploy", "sql/runq.sql", n=1, lineterm=""))
+    if diff:
+        pytest.fail("sql/runq.sql and sqitch deploy differ (run `make sql`?):\n"
+                    + "\n".join(diff[:80]), pytrace=False)
 
 
 def test_schema_comparison_catches_a_stale_sql_file(
