@@ -171,7 +171,7 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'RQ002',
                 MESSAGE = format('session %s of tenant %s already has active run %s',
                                  submit.session_id, submit.tenant_id, v_active),
-                DETAIL = 'A concurrent submit created it.',
+                DETAIL = format('Run %s was created by a concurrent submit.', v_active),
                 HINT = 'Wait for it to finish, or cancel it.';
         END IF;
         outcome := 'created';

@@ -172,9 +172,11 @@ CREATE TABLE runq.runs (
     lease_owner       text,
     payload           jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(payload) = 'object'),
     result            jsonb,
-    failure           jsonb       CHECK (jsonb_typeof(failure) = 'object'
-                                         AND jsonb_typeof(failure -> 'code') = 'string'
-                                         AND jsonb_typeof(failure -> 'message') = 'string'),
+    -- The dead letter's reason: an object with a string code and message.
+    -- coalesce, because a missing key makes the test NULL, which a CHECK passes.
+    failure           jsonb       CHECK (coalesce(jsonb_typeof(failure -> 'code') = 'string'
+                                                  AND jsonb_typeof(failure -> 'message') = 'string',
+                                                  failure IS NULL)),
     question          jsonb,
 
     -- The state machine's invariants, so that no bug in a function can store
@@ -1044,7 +1046,7 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'RQ002',
                 MESSAGE = format('session %s of tenant %s already has active run %s',
                                  submit.session_id, submit.tenant_id, v_active),
-                DETAIL = 'A concurrent submit created it.',
+                DETAIL = format('Run %s was created by a concurrent submit.', v_active),
                 HINT = 'Wait for it to finish, or cancel it.';
         END IF;
         outcome := 'created';
@@ -1337,8 +1339,7 @@ CREATE FUNCTION runq.claim(
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now    timestamptz := clock_timestamp();
-    v_lease  interval := claim.lease;
+    v_now  timestamptz := clock_timestamp();
 BEGIN
     IF claim.classes IS NULL OR cardinality(claim.classes) = 0
        OR array_position(claim.classes, NULL) IS NOT NULL
@@ -1350,11 +1351,9 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('max_runs must be at least 1, got %s',
                              coalesce(claim.max_runs::text, 'NULL'));
-    ELSIF v_lease <= interval '0' THEN
+    ELSIF claim.lease <= interval '0' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('lease must be positive, got %s', v_lease);
-    ELSIF v_lease IS NULL THEN
-        SELECT s.lease INTO v_lease FROM runq.settings AS s;
+            MESSAGE = format('lease must be positive, got %s', claim.lease);
     END IF;
 
     RETURN QUERY
@@ -1367,17 +1366,20 @@ BEGIN
          ORDER BY r.priority, r.ready_at, r.run_id
          LIMIT claim.max_runs
            FOR UPDATE SKIP LOCKED
+    ), chosen AS (
+        -- The default lease is read inside this statement, not by one more.
+        SELECT coalesce(claim.lease, s.lease) AS lease FROM runq.settings AS s
     ), claimed AS (
         UPDATE runq.runs AS r
            SET status = 'running',
                lease_epoch = r.lease_epoch + 1,
                attempts = r.attempts + 1,
                lease_owner = claim.worker_id,
-               lease = v_lease,
+               lease = l.lease,
                heartbeat_at = v_now,
-               lease_expires_at = v_now + v_lease,
+               lease_expires_at = v_now + l.lease,
                updated_at = v_now
-          FROM picked AS p
+          FROM picked AS p, chosen AS l
          WHERE r.run_id = p.run_id
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
@@ -2077,6 +2079,8 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.status = 'queued'
                AND r.expires_at <= v_now
+               -- a run requeued just above is decided for this sweep
+               AND r.run_id <> ALL (v_expired)
              ORDER BY r.expires_at, r.run_id
              LIMIT sweep.max_runs - cardinality(v_expired)
                FOR UPDATE SKIP LOCKED
@@ -2159,7 +2163,9 @@ BEGIN
     BEGIN
         UPDATE runq.runs AS r
            SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
-               scheduled_for = NULL, cancel_requested = false, updated_at = v_now
+               scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
+               -- a fresh queue_ttl window, or a run that expired would expire again
+               expires_at = v_now + r.queue_ttl
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
         SELECT r.run_id INTO v_active
@@ -2188,7 +2194,7 @@ REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
 
 COMMENT ON FUNCTION runq.redrive(bigint, text) IS
-$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
 Raises RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;
@@ -2268,13 +2274,13 @@ BEGIN;
 -- by whether ready_at (scheduled_for, else created_at) has passed.
 CREATE VIEW runq.queue_stats AS
 SELECT s.priority::integer AS priority,
-       count(*) FILTER (WHERE s.status = 'queued' AND s.ready_at <= now())  AS ready,
-       count(*) FILTER (WHERE s.status = 'queued' AND s.ready_at > now())   AS scheduled,
-       count(*) FILTER (WHERE s.status = 'running')                         AS running,
-       count(*) FILTER (WHERE s.status = 'waiting_for_user')                AS waiting_for_user,
-       count(*) FILTER (WHERE s.status = 'failed')                          AS failed,
-       now() - min(s.created_at) FILTER (WHERE s.status = 'queued' AND s.ready_at <= now())
-                                                                            AS oldest_ready_age
+       count(*) FILTER (WHERE s.status = 'queued' AND s.ready_at <= c.at)  AS ready,
+       count(*) FILTER (WHERE s.status = 'queued' AND s.ready_at > c.at)   AS scheduled,
+       count(*) FILTER (WHERE s.status = 'running')                        AS running,
+       count(*) FILTER (WHERE s.status = 'waiting_for_user')               AS waiting_for_user,
+       count(*) FILTER (WHERE s.status = 'failed')                         AS failed,
+       c.at - min(s.created_at) FILTER (WHERE s.status = 'queued' AND s.ready_at <= c.at)
+                                                                           AS oldest_ready_age
   FROM (SELECT r.priority, r.status, r.ready_at, r.created_at
           FROM runq.runs AS r WHERE r.status = 'queued'
         UNION ALL
@@ -2283,7 +2289,10 @@ SELECT s.priority::integer AS priority,
         UNION ALL
         SELECT r.priority, r.status, r.ready_at, r.created_at
           FROM runq.runs AS r WHERE r.status = 'failed') AS s
- GROUP BY s.priority;
+       -- The clock, as claim reads it: now() would be the reader's
+       -- transaction start, and runs submitted since would look scheduled.
+       CROSS JOIN (SELECT clock_timestamp() AS at) AS c
+ GROUP BY s.priority, c.at;
 
 REVOKE ALL ON runq.queue_stats FROM PUBLIC;
 GRANT SELECT ON runq.queue_stats TO runq_admin;
