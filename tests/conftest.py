@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from pgutil import ROOT, create_database, drop_database, psql, unique_name
+from pgutil import (
+    ROOT,
+    create_database,
+    drop_database,
+    drop_orphaned_databases,
+    psql,
+    unique_name,
+)
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +36,7 @@ def server_url() -> str:
 @pytest.fixture(scope="session")
 def template_db(server_url: str) -> Iterator[str]:
     """Name of the session's database loaded from sql/runq.sql."""
+    drop_orphaned_databases(server_url)
     name = f"runq_template_{os.getpid()}"
     url = create_database(server_url, name)
     psql(url, "-f", str(ROOT / "sql" / "runq.sql"))

@@ -80,3 +80,22 @@ def drop_database(server_url: str, name: str) -> None:
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
             sql.Identifier(name)))
+
+
+# Databases named by unique_name, tests/run and scripts/gen-api-doc: runq_<what>_<pid>...
+_SESSION_DB = re.compile(r"runq_(?:template|test|sqitch|clone|pgtap|docs)_(\d+)(?:_\d+)?")
+
+
+def drop_orphaned_databases(server_url: str) -> None:
+    """Drop the databases of test sessions that were killed before their
+    teardown, so they do not pile up on the throwaway cluster. Only on a
+    server on this machine: a pid says nothing about another host's sessions."""
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        host = admin.info.host
+        if not (host.startswith("/") or host in ("localhost", "127.0.0.1", "::1")):
+            return
+        for (name,) in admin.execute("SELECT datname FROM pg_database").fetchall():
+            m = _SESSION_DB.fullmatch(name)
+            if m and not Path(f"/proc/{m.group(1)}").exists():
+                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(name)))
