@@ -31,6 +31,10 @@ CREATE FUNCTION runq.claim(
     VOLATILE
     SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
+    -- Plan the claim once per session, not once per call: the generic plan
+    -- below is the right one for every argument (see the WHERE of claimed),
+    -- and planning this statement costs more than running it.
+    SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_now  timestamptz := clock_timestamp();
@@ -73,8 +77,10 @@ BEGIN
                heartbeat_at = v_now,
                lease_expires_at = v_now + l.lease,
                updated_at = v_now
-          FROM picked AS p, chosen AS l
-         WHERE r.run_id = p.run_id
+          FROM chosen AS l
+         -- An array, not a join: with max_runs unknown to a generic plan, a
+         -- join to picked would be planned as a hash join over all of runs.
+         WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
                   r.ready_at, r.lease_expires_at

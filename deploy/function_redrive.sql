@@ -57,6 +57,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'RQ002',
             MESSAGE = format('session %s of tenant %s already has active run %s',
                              v_session, v_tenant, v_active),
+            DETAIL = format('Run %s holds the session''s one active slot.', v_active),
             HINT = 'Redrive once that run has finished.';
     END;
 

@@ -65,8 +65,8 @@ BEGIN
                        'message', format('queued longer than its queue_ttl of %s', r.queue_ttl),
                        'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
                    finished_at = v_now, updated_at = v_now
-              FROM overdue AS o
-             WHERE r.run_id = o.run_id
+             -- an array, not a join, so no plan can hash all of runs
+             WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
             RETURNING r.run_id, r.lease_epoch, r.failure
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)

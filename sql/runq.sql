@@ -1337,6 +1337,10 @@ CREATE FUNCTION runq.claim(
     VOLATILE
     SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
+    -- Plan the claim once per session, not once per call: the generic plan
+    -- below is the right one for every argument (see the WHERE of claimed),
+    -- and planning this statement costs more than running it.
+    SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_now  timestamptz := clock_timestamp();
@@ -1379,8 +1383,10 @@ BEGIN
                heartbeat_at = v_now,
                lease_expires_at = v_now + l.lease,
                updated_at = v_now
-          FROM picked AS p, chosen AS l
-         WHERE r.run_id = p.run_id
+          FROM chosen AS l
+         -- An array, not a join: with max_runs unknown to a generic plan, a
+         -- join to picked would be planned as a hash join over all of runs.
+         WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
                   r.ready_at, r.lease_expires_at
@@ -2092,8 +2098,8 @@ BEGIN
                        'message', format('queued longer than its queue_ttl of %s', r.queue_ttl),
                        'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
                    finished_at = v_now, updated_at = v_now
-              FROM overdue AS o
-             WHERE r.run_id = o.run_id
+             -- an array, not a join, so no plan can hash all of runs
+             WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
             RETURNING r.run_id, r.lease_epoch, r.failure
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -2175,6 +2181,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'RQ002',
             MESSAGE = format('session %s of tenant %s already has active run %s',
                              v_session, v_tenant, v_active),
+            DETAIL = format('Run %s holds the session''s one active slot.', v_active),
             HINT = 'Redrive once that run has finished.';
     END;
 
