@@ -4,12 +4,14 @@
 BEGIN;
 
 -- Roles are cluster-wide: a second database in the same cluster deploys runq
--- too, so create the role only when it is absent.
+-- too, so create the role only when it is absent. Trying and catching the
+-- duplicate, rather than looking first, also holds when two databases deploy
+-- at the same moment.
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'runq_admin') THEN
-        CREATE ROLE runq_admin NOLOGIN;
-    END IF;
+    CREATE ROLE runq_admin NOLOGIN;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
 END $$;
 
 GRANT USAGE ON SCHEMA runq TO runq_admin;

@@ -32,12 +32,14 @@ COMMIT;
 BEGIN;
 
 -- Roles are cluster-wide: a second database in the same cluster deploys runq
--- too, so create the role only when it is absent.
+-- too, so create the role only when it is absent. Trying and catching the
+-- duplicate, rather than looking first, also holds when two databases deploy
+-- at the same moment.
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'runq_client') THEN
-        CREATE ROLE runq_client NOLOGIN;
-    END IF;
+    CREATE ROLE runq_client NOLOGIN;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
 END $$;
 
 GRANT USAGE ON SCHEMA runq TO runq_client;
@@ -52,12 +54,14 @@ COMMIT;
 BEGIN;
 
 -- Roles are cluster-wide: a second database in the same cluster deploys runq
--- too, so create the role only when it is absent.
+-- too, so create the role only when it is absent. Trying and catching the
+-- duplicate, rather than looking first, also holds when two databases deploy
+-- at the same moment.
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'runq_worker') THEN
-        CREATE ROLE runq_worker NOLOGIN;
-    END IF;
+    CREATE ROLE runq_worker NOLOGIN;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
 END $$;
 
 GRANT USAGE ON SCHEMA runq TO runq_worker;
@@ -72,12 +76,14 @@ COMMIT;
 BEGIN;
 
 -- Roles are cluster-wide: a second database in the same cluster deploys runq
--- too, so create the role only when it is absent.
+-- too, so create the role only when it is absent. Trying and catching the
+-- duplicate, rather than looking first, also holds when two databases deploy
+-- at the same moment.
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'runq_admin') THEN
-        CREATE ROLE runq_admin NOLOGIN;
-    END IF;
+    CREATE ROLE runq_admin NOLOGIN;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
 END $$;
 
 GRANT USAGE ON SCHEMA runq TO runq_admin;
