@@ -1,0 +1,473 @@
+"""``runq demo``: runq's guarantees, shown on a live queue and checked.
+
+Starts three worker processes (``python -m runq.pool runq.demo_handlers``),
+then, step by step, submits runs, kills one worker with SIGKILL, freezes
+another with SIGSTOP, answers a question, resubmits with an idempotency key,
+exhausts a run's attempts and redrives it. For each step it prints the
+guarantee, the runs' event timelines from ``runq.run_events`` (``type@epoch``,
+the ``run.`` prefix dropped) and checks the evidence: exit 0 when every check
+holds, 1 when one does not, 2 on a usage or connection error or when it cannot
+start (no runq in the database, a worker that does not come up).
+
+It needs a database with runq deployed that it may scribble on (it sets
+``runq.settings.backoff_base`` to 200 ms); ``make demo`` makes a fresh one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+
+from runq.cli import table
+from runq.client import Client
+from runq.errors import IdempotencyConflict
+from runq.types import Event, QueueStats, Run
+
+__all__ = ["main"]
+
+T = TypeVar("T")
+LEASE = 2.0  # the workers' lease, seconds: a dead worker's run is free again after it
+WORKER_ARGS = ["--slot", "0:1", "--slot", "0,10:2", "--slot", "20:1", "--lease", str(LEASE),
+               "--poll", "0.2", "--sweep-every", "0.5", "--grace", "1"]
+WORKERS = ("demo-w1", "demo-w2", "demo-w3")
+
+
+class DemoError(Exception):
+    """A step could not go on (a wait timed out)."""
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(", ", ": "), default=str)
+
+
+def _failure(run: Run) -> str:
+    return _json({k: (run.failure or {}).get(k) for k in ("code", "message")})
+
+
+def _ms(delta: timedelta) -> str:
+    return f"{delta.total_seconds() * 1000:.0f} ms"
+
+
+class Demo:
+    def __init__(self, url: str, conn: psycopg.Connection[Any], logdir: Path) -> None:
+        self.url = url
+        self.conn = conn
+        self.client = Client(conn)
+        self.logdir = logdir
+        self.tty = sys.stdout.isatty()
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.expected: dict[int, str] = {}  # run_id -> final status
+        self.checks = self.failures = 0
+        self.tag = f"{int(time.time()) % 100000}"  # sessions and keys unique per demo
+
+    # -- output -----------------------------------------------------------------
+
+    def step(self, title: str, guarantee: str) -> None:
+        print(f"\n== {title}")
+        print(textwrap.fill(guarantee, 96, initial_indent="   guarantee: ",
+                            subsequent_indent=" " * 14))
+
+    def say(self, text: str) -> None:
+        print(textwrap.fill(text, 96, initial_indent="   ", subsequent_indent="     "))
+
+    def check(self, ok: bool, text: str) -> None:
+        self.checks += 1
+        self.failures += not ok
+        print(textwrap.fill(text, 96, initial_indent="   ok   " if ok else "   FAIL ",
+                            subsequent_indent=" " * 8))
+
+    def timeline(self, run_id: int, label: str = "") -> list[Event]:
+        events = self.client.run_events(run_id)
+        line = " ".join(f"{e.type.removeprefix('run.')}@{e.epoch}" for e in events)
+        print(textwrap.fill(line, 96, initial_indent=f"   run {run_id}{label}: ",
+                            subsequent_indent=" " * 8))
+        return events
+
+    def wait(self, what: str, until: Callable[[], T | None], timeout: float = 15.0) -> T:
+        """Poll ``until`` until it returns something truthy, with a spinner
+        on a terminal and plain lines otherwise."""
+        start = time.monotonic()
+        if not self.tty:  # CI: one plain line, finished when the wait is
+            print(f"   ... waiting for {what}", end="", flush=True)
+        for spin in itertools.cycle("|/-\\"):
+            value = until()
+            elapsed = time.monotonic() - start
+            if value or elapsed > timeout:
+                if self.tty:
+                    sys.stdout.write(f"\r\033[K   ... waiting for {what}")
+                print(f": {elapsed:.1f} s" if value else ": gave up", flush=True)
+                if not value:
+                    raise DemoError(f"gave up after {timeout:.0f} s waiting for {what}")
+                return value
+            if self.tty:
+                sys.stdout.write(f"\r\033[K   {spin} waiting for {what} ({elapsed:.1f} s)")
+                sys.stdout.flush()
+            time.sleep(0.1)
+        raise AssertionError("unreachable")
+
+    # -- queue helpers ----------------------------------------------------------------
+
+    def submit(self, kind: str, priority: int, payload: dict[str, Any] | None = None,
+               expect: str = "succeeded", **kwargs: Any) -> int:
+        run_id = self.client.submit("demo", kind, payload, priority=priority, **kwargs).run_id
+        self.expected[run_id] = expect
+        return run_id
+
+    def run(self, run_id: int) -> Run:
+        return self.client.get_run(run_id)
+
+    def status_is(self, run_id: int, *statuses: str) -> Callable[[], Run | None]:
+        def probe() -> Run | None:
+            run = self.run(run_id)
+            return run if run.status in statuses else None
+        return probe
+
+    def event(self, run_id: int, type_: str, epoch: int | None = None) -> Event | None:
+        return next((e for e in self.client.run_events(run_id)
+                     if e.type == type_ and (epoch is None or e.epoch == epoch)), None)
+
+    def claimed_at(self, run_id: int) -> datetime:
+        claim = self.event(run_id, "run.claimed", 1)
+        assert claim is not None
+        return claim.created_at
+
+    # -- workers ----------------------------------------------------------------------
+
+    def start_workers(self) -> None:
+        env = {**os.environ, "RUNQ_DATABASE_URL": self.url}
+        for name in WORKERS:
+            with open(self.logdir / f"{name}.log", "wb") as log:
+                self.workers[name] = subprocess.Popen(
+                    [sys.executable, "-m", "runq.pool", "runq.demo_handlers", *WORKER_ARGS,
+                     "--worker-id", name], stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, env=env)
+        self.say(f"workers: python -m runq.pool runq.demo_handlers {' '.join(WORKER_ARGS)}")
+        self.say(", ".join(f"{n} pid {p.pid}" for n, p in self.workers.items()))
+
+        def connected() -> bool:
+            for name, proc in self.workers.items():
+                if proc.poll() is not None:
+                    raise DemoError(f"worker {name} exited with status {proc.returncode}")
+            row = self.conn.execute(
+                "SELECT count(*) FILTER (WHERE application_name = 'runq-pool'),"
+                "       count(*) FILTER (WHERE application_name = 'runq-pool-listen')"
+                "  FROM pg_stat_activity WHERE datname = current_database()").fetchone()
+            return row is not None and row[0] >= 4 * len(WORKERS) and row[1] >= len(WORKERS)
+        self.wait("the workers' slots to connect and LISTEN", connected)
+
+    def owner(self, run_id: int, epoch: int) -> str:
+        claim = self.event(run_id, "run.claimed", epoch)
+        assert claim is not None
+        return str(claim.payload.get("worker_id"))
+
+    def worker(self, run_id: int) -> tuple[str, subprocess.Popen[bytes]]:
+        """The demo's worker process holding the run's first epoch."""
+        name = self.owner(run_id, 1)
+        if name not in self.workers:
+            raise DemoError(f"run {run_id} was claimed by {name}, not by a worker of this demo")
+        return name, self.workers[name]
+
+    def stop_workers(self) -> None:
+        """Graceful where possible, SIGKILL otherwise; reaps every process."""
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        for proc in self.workers.values():
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def dump_logs(self) -> None:
+        for name in self.workers:
+            lines = (self.logdir / f"{name}.log").read_text(errors="replace").splitlines()
+            print(f"--- last lines of {name}'s log", *lines[-15:], sep="\n", file=sys.stderr)
+
+    # -- the steps ----------------------------------------------------------------------
+
+    def priorities(self) -> None:
+        self.step("1. Priority classes with reserved capacity",
+                  "runs are claimed by class (0 interactive, 10 async, 20 maintenance), and a "
+                  "slot reserved for class 0 takes an interactive run at once however much "
+                  "async work is queued; maintenance has its own slot and never starves.")
+        backlog = [self.submit("demo.chat", 10, {"seconds": 1.5}) for _ in range(10)]
+        maintenance = self.submit("demo.chat", 20, {"seconds": 0.3})
+        self.wait("the six 0,10 slots to be busy with async runs",
+                  lambda: next((s for s in self.client.queue_stats()
+                                if s.priority == 10 and s.running == 6), None))
+        interactive = self.submit("demo.chat", 0, {"seconds": 0.1})
+        self.say(f"submitted 10 async runs and maintenance run {maintenance}; with the async "
+                 f"backlog still queued, submitted interactive run {interactive}")
+        self.wait("every run of this step to succeed",
+                  lambda: all(self.run(r).status == "succeeded"
+                              for r in [*backlog, maintenance, interactive]), 20)
+        self.timeline(interactive, " (interactive)")
+        self.timeline(maintenance, " (maintenance)")
+        latency = self.claimed_at(interactive) - self.run(interactive).created_at
+        later = sum(self.claimed_at(r) > self.claimed_at(interactive) for r in backlog)
+        self.check(latency < timedelta(seconds=1),
+                   f"interactive run {interactive} was claimed {_ms(latency)} after its submit, "
+                   f"by {self.owner(interactive, 1)}")
+        self.check(later > 0, f"{later} of the 10 async runs submitted before it were claimed "
+                              "after it (the backlog did not delay it)")
+        m_latency = self.claimed_at(maintenance) - self.run(maintenance).created_at
+        self.check(m_latency < timedelta(seconds=1),
+                   f"maintenance run {maintenance} was claimed {_ms(m_latency)} after its "
+                   "submit, by its reserved 20 slot")
+
+    def sigkill(self) -> None:
+        self.step("2. A worker killed mid-run (SIGKILL)",
+                  "a dead worker's lease expires, a sweep requeues the run (policy resume, "
+                  "with backoff) and another worker resumes it from its checkpoint at "
+                  "epoch 2; tool calls the dead epoch had started come back retryable "
+                  "(read-only, idempotent) or uncertain (non-idempotent), never as failed.")
+        run_id = self.submit("demo.research", 10, {"hang": 60})
+        self.wait(f"run {run_id} to start its tool calls",
+                  lambda: sum(e.type == "run.tool_started"
+                              for e in self.client.run_events(run_id)) >= 3)
+        victim, proc = self.worker(run_id)
+        proc.kill()
+        proc.wait()
+        self.say(f"sent SIGKILL to {victim} (pid {proc.pid}), which holds run "
+                 f"{run_id} at epoch 1 with send_email and fetch_page started")
+        run = self.wait(f"run {run_id} to be requeued, reclaimed and completed",
+                        self.status_is(run_id, "succeeded", "failed"))
+        events = self.timeline(run_id)
+        requeued = self.event(run_id, "run.requeued", 1)
+        self.check(requeued is not None and requeued.payload.get("reason") == "lease_expired",
+                   f"the sweep requeued it: {_json(requeued and requeued.payload)}")
+        self.check(run.status == "succeeded" and run.lease_epoch == 2
+                   and self.owner(run_id, 2) != victim,
+                   f"{self.owner(run_id, 2)} claimed it at epoch 2 and completed it "
+                   f"(status {run.status})")
+        calls = {c.call_id: c.status for c in self.client.tool_calls(run_id)}
+        self.check(calls.get("search-1") == "finished" and calls.get("fetch-1") == "retryable"
+                   and calls.get("email-1") == "uncertain"
+                   and any(e.type == "run.tool_uncertain" and e.epoch == 1 for e in events),
+                   f"runq.tool_calls: {_json(calls)}; resumed from checkpoint "
+                   f"{_json((run.result or {}).get('resumed_from'))}")
+
+    def sigstop(self) -> None:
+        self.step("3. A worker frozen past its lease (SIGSTOP, then SIGCONT)",
+                  "fencing: once a run is reclaimed, the old lease holder can write nothing; "
+                  "its first write after waking is refused with false and logged once as "
+                  "run.fenced with its old epoch.")
+        run_id = self.submit("demo.slow", 10, {"hang": 60})
+        self.wait(f"run {run_id} to checkpoint", lambda: self.event(run_id, "run.checkpointed"))
+        frozen, proc = self.worker(run_id)
+        proc.send_signal(signal.SIGSTOP)
+        self.say(f"sent SIGSTOP to {frozen} (pid {proc.pid}), which holds run {run_id} "
+                 "at epoch 1")
+        try:
+            self.wait(f"run {run_id} to be reclaimed and completed by another worker",
+                      self.status_is(run_id, "succeeded", "failed"))
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        self.say(f"sent SIGCONT to {frozen}")
+        self.wait(f"{frozen}'s first write to be fenced",
+                  lambda: self.event(run_id, "run.fenced", 1))
+        time.sleep(LEASE)  # three more heartbeat intervals (a third of the lease): silence
+        events = self.timeline(run_id)
+        reclaim = next(e for e in events if e.type == "run.claimed" and e.epoch == 2)
+        stale = [e for e in events if e.epoch == 1 and e.event_id > reclaim.event_id]
+        self.check(self.owner(run_id, 2) != frozen and self.run(run_id).status == "succeeded",
+                   f"{self.owner(run_id, 2)} reclaimed it at epoch 2 and completed it")
+        self.check([e.type for e in stale] == ["run.fenced"],
+                   "after the reclaim, epoch 1 wrote nothing but run.fenced "
+                   f"{_json(stale[0].payload) if stale else ''}")
+        self.check(proc.poll() is None, f"{frozen} is alive and back at work on other runs")
+
+    def ask_user(self) -> None:
+        self.step("4. A run asks the user",
+                  "a waiting run keeps its session's one active slot; the user's next submit "
+                  "to that session is delivered to it as input (no second run), and the run "
+                  "resumes with the input.")
+        session = f"chat-{self.tag}"
+        run_id = self.submit("demo.ask", 0, {"text": "book me a hotel"}, session_id=session)
+        run = self.wait(f"run {run_id} to ask its question",
+                        self.status_is(run_id, "waiting_for_user"))
+        self.say(f"run {run_id} asks: {_json(run.question)}")
+        answer = self.client.submit("demo", "demo.ask", {"city": "Lisbon"}, session_id=session,
+                                    priority=0)
+        self.check(answer.outcome == "input_delivered" and answer.run_id == run_id,
+                   f"submit to session {session}: outcome {answer.outcome}, run {answer.run_id}")
+
+        def resumed() -> Run | None:  # finished, or asking again at epoch 2
+            run = self.run(run_id)
+            return run if run.status != "queued" and run.lease_epoch > 1 \
+                and run.status != "running" else None
+        run = self.wait(f"run {run_id} to resume and complete", resumed)
+        self.timeline(run_id)
+        self.check(run.status == "succeeded" and run.result == {
+            "booked_in": "Lisbon", "inputs": [{"city": "Lisbon"}]},
+                   f"the claim at epoch 2 carried the input; result {_json(run.result)}"
+                   if run.status == "succeeded" else f"the claim at epoch 2 came without the "
+                   f"input: the run is {run.status} at epoch {run.lease_epoch}, asking again")
+
+    def idempotency(self) -> None:
+        self.step("5. Idempotent submission",
+                  "the same idempotency key with the same request returns the original run "
+                  "(duplicate) and changes nothing; with another request it is refused "
+                  "(RQ001), never a second run.")
+        key = f"order-{self.tag}"
+        first = self.client.submit("demo", "demo.chat", {"order": 42}, priority=10,
+                                   idempotency_key=key)
+        again = self.client.submit("demo", "demo.chat", {"order": 42}, priority=10,
+                                   idempotency_key=key)
+        self.expected[first.run_id] = "succeeded"
+        self.check(first.outcome == "created" and again.outcome == "duplicate"
+                   and again.run_id == first.run_id,
+                   f"key {key}: {first.outcome} run {first.run_id}, then {again.outcome} "
+                   f"run {again.run_id}")
+        try:
+            self.client.submit("demo", "demo.chat", {"order": 43}, priority=10,
+                               idempotency_key=key)
+            self.check(False, "same key, another payload: accepted")
+        except IdempotencyConflict as error:
+            self.check(True, f"same key, another payload: IdempotencyConflict: {error}")
+        self.wait(f"run {first.run_id} to succeed", self.status_is(first.run_id, "succeeded"))
+        events = self.timeline(first.run_id)
+        self.check(sum(e.type == "run.created" for e in events) == 1, "one run, created once")
+
+    def dead_letter(self) -> None:
+        self.step("6. The dead letter and redrive",
+                  "a run whose lease expires max_attempts times is failed with code "
+                  "max_attempts_exceeded, keeping its row and events; an operator's redrive "
+                  "queues it again with its attempts reset. A failure a worker reports is "
+                  "permanent: never retried.")
+        run_id = self.submit("demo.flaky", 30, max_attempts=2)
+        self.say(f"run {run_id}: class 30 (no pool serves it), max_attempts 2; this process "
+                 "claims it with a 1 s lease and abandons it, twice")
+        for attempt in (1, 2):
+            claimed = self.wait(f"claim {attempt} of run {run_id}", lambda: self.client.claim(
+                [30], worker_id="demo-abandoner", lease=timedelta(seconds=1)))
+            self.wait(f"a worker's sweep to expire lease {claimed[0].epoch}",
+                      self.status_is(run_id, "queued", "failed"))
+        run = self.run(run_id)
+        self.check(run.status == "failed" and run.failure is not None
+                   and run.failure.get("code") == "max_attempts_exceeded",
+                   f"dead-lettered: status {run.status}, failure {_failure(run)}")
+        self.check(self.client.redrive(run_id, "demo: fixed the flaky dependency"),
+                   f"runq.redrive({run_id}) -> true; attempts now {self.run(run_id).attempts}")
+        claimed = self.wait(f"claim of the redriven run {run_id}", lambda: self.client.claim(
+            [30], worker_id="demo-operator", lease=timedelta(seconds=5)))
+        self.client.complete(run_id, claimed[0].epoch, {"redriven": True})
+        self.timeline(run_id)
+        run = self.run(run_id)
+        self.check(run.status == "succeeded" and run.lease_epoch == 3,
+                   f"completed at epoch {run.lease_epoch}")
+        broken = self.submit("demo.broken", 10, expect="failed")
+        run = self.wait(f"run {broken} (its handler raises) to fail",
+                        self.status_is(broken, "failed", "succeeded"))
+        events = self.timeline(broken, " (handler raises)")
+        self.check(run.failure is not None and run.failure.get("code") == "ValueError"
+                   and run.attempts == 1 and not any(e.type == "run.requeued" for e in events),
+                   f"failed at once on attempt 1 of {run.max_attempts}, never requeued: "
+                   f"failure {_failure(run)}")
+
+    def final_stats(self, before: Sequence[QueueStats]) -> None:
+        self.step("7. Final runq.queue_stats",
+                  "nothing is left running or waiting; the dead letter holds the run whose "
+                  "handler raised.")
+        stats = self.client.queue_stats()
+        fields = ["priority", "ready", "scheduled", "running", "waiting_for_user", "failed",
+                  "oldest_ready_age"]
+        text = table(fields, [[getattr(s, f) for f in fields] for s in stats])
+        print(textwrap.indent(text if stats else "(no rows)", "   "))
+        final = {r: self.run(r).status for r in self.expected}
+        wrong = {r: s for r, s in final.items() if s != self.expected[r]}
+        self.check(not wrong, f"all {len(final)} runs of this demo ended as expected"
+                              + (f"; not these: {wrong}" if wrong else ""))
+
+        def busy(rows: Sequence[QueueStats]) -> int:
+            return sum(s.ready + s.running + s.waiting_for_user for s in rows)
+        failed = sum(s.failed for s in stats) - sum(s.failed for s in before)
+        self.check(busy(stats) == busy(before) and failed == 1,
+                   f"queue_stats: {busy(stats)} ready, running or waiting; "
+                   f"{failed} more in the dead letter")
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGTERM ends the demo like Ctrl-C, so the workers are still cleaned up."""
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Show runq's guarantees on a live queue and check them (see the module)."""
+    ap = argparse.ArgumentParser(prog="runq demo", description=main.__doc__)
+    ap.add_argument("--database-url", default=os.environ.get("RUNQ_DATABASE_URL"),
+                    help="a database with runq deployed, which the demo may change")
+    opts = ap.parse_args(argv)
+    if not opts.database_url:
+        print("runq demo: no database: pass --database-url or set RUNQ_DATABASE_URL",
+              file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    try:
+        conn = psycopg.connect(opts.database_url, autocommit=True,
+                               application_name="runq-demo")
+    except psycopg.OperationalError as error:
+        print(f"runq demo: cannot connect: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+    with conn, tempfile.TemporaryDirectory(prefix="runq-demo-") as logdir, _interruptible():
+        demo = Demo(opts.database_url, conn, Path(logdir))
+        print(f"runq demo on database {conn.info.dbname} at {conn.info.host}:{conn.info.port}")
+        try:
+            conn.execute("UPDATE runq.settings SET backoff_base = interval '200 ms'")
+            demo.say("runq.settings: backoff_base 200 ms (a throwaway database); worker "
+                     f"leases {LEASE:.0f} s, sweeps every 0.5 s. Timelines: runq.run_events "
+                     "as type@epoch.")
+            before = demo.client.queue_stats()
+            demo.start_workers()
+            for step in (demo.priorities, demo.sigkill, demo.sigstop, demo.ask_user,
+                         demo.idempotency, demo.dead_letter):
+                step()
+            demo.final_stats(before)
+        except (DemoError, AssertionError, psycopg.Error) as error:
+            demo.failures += 1
+            first_line = (str(error).splitlines() or [""])[0]
+            print(f"\nrunq demo: {type(error).__name__}: {first_line}", file=sys.stderr)
+        except KeyboardInterrupt:
+            print("\nrunq demo: interrupted", file=sys.stderr)
+            return 130
+        finally:
+            demo.stop_workers()
+            if demo.failures:
+                demo.dump_logs()
+    elapsed = time.monotonic() - started
+    if demo.failures and not demo.checks:
+        return 2  # it could not even start: no runq in the database, a worker did not start
+    if demo.failures:
+        print(f"\nFAILED: {demo.failures} of {demo.checks} checks did not hold "
+              f"({elapsed:.1f} s)")
+        return 1
+    print(f"\nAll {demo.checks} checks held, in {elapsed:.1f} s.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The handlers the demo's worker processes run (``runq worker runq.demo_handlers``).
+
+Each pretends to be an agent loop: a turn (begin_turn before the "model
+call"), tool calls bracketed by begin_tool/end_tool, a checkpoint at a tool
+boundary, a little sleep. Every write goes through the RunContext, so a
+fenced or cancelled run raises RunStopped and the handler writes nothing
+more. A few handlers hang on their first attempt so the demo can kill or
+freeze the worker holding them; on the resumed attempt they finish.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from runq.pool import Handler, RunContext, RunStopped
+
+__all__ = ["HANDLERS"]
+
+
+def _sleep(ctx: RunContext, seconds: float) -> None:
+    """Sleep, but stop as soon as the run is no longer ours."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if ctx.stop_requested:
+            raise RunStopped(f"run {ctx.run_id} epoch {ctx.epoch} is no longer ours")
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
+def chat(ctx: RunContext) -> Any:
+    """One turn with one read-only tool call."""
+    ctx.begin_turn()
+    ctx.begin_tool("search-1", "web_search", "read_only", {"q": ctx.run.kind})
+    _sleep(ctx, float(ctx.run.payload.get("seconds", 0.2)))
+    ctx.end_tool("search-1", {"hits": 3})
+    ctx.checkpoint({"step": 1})
+    return {"answer": "done", "epoch": ctx.epoch}
+
+
+def research(ctx: RunContext) -> Any:
+    """First attempt: two tool calls started (one idempotent, one not), then
+    a hang until the worker dies. Resumed: report what the dead epoch left."""
+    if ctx.run.resumed:
+        calls = {c.call_id: c.status for c in ctx.tool_calls()}
+        ctx.begin_turn()  # the model is told: fetch may be retried, email is unknown
+        ctx.begin_tool("fetch-2", "fetch_page", "idempotent", {"url": "https://example.com"})
+        ctx.end_tool("fetch-2", {"status": 200})
+        return {"resumed_from": ctx.run.checkpoint, "dead_epoch_tool_calls": calls}
+    ctx.begin_turn()
+    ctx.begin_tool("search-1", "web_search", "read_only", {"q": "runq"})
+    ctx.end_tool("search-1", {"hits": 3})
+    ctx.checkpoint({"step": 1, "hits": 3})
+    ctx.begin_tool("fetch-1", "fetch_page", "idempotent", {"url": "https://example.com"})
+    ctx.begin_tool("email-1", "send_email", "non_idempotent", {"to": "ops@example.com"})
+    _sleep(ctx, float(ctx.run.payload.get("hang", 60)))
+    return {"unreachable": True}
+
+
+def slow(ctx: RunContext) -> Any:
+    """First attempt: a turn, a checkpoint, then a long pause (the demo
+    freezes the worker in it). Resumed: finish at once."""
+    if ctx.run.resumed:
+        ctx.begin_turn()
+        ctx.checkpoint({"step": 2})
+        return {"finished_in_epoch": ctx.epoch}
+    ctx.begin_turn()
+    ctx.checkpoint({"step": 1})
+    _sleep(ctx, float(ctx.run.payload.get("hang", 60)))
+    ctx.checkpoint({"step": 2})  # a thawed worker never gets here: it was fenced
+    return {"finished_in_epoch": ctx.epoch}
+
+
+def ask(ctx: RunContext) -> Any:
+    """Ask the user a question; resumed with the answer in ``inputs``."""
+    ctx.begin_turn()
+    if not ctx.run.inputs:
+        ctx.ask_user({"text": "Which city should I book the hotel in?"})
+        return None
+    return {"booked_in": ctx.run.inputs[-1].get("city"), "inputs": ctx.run.inputs}
+
+
+def broken(ctx: RunContext) -> Any:
+    """Raises: the pool fails the run with the exception's class and message."""
+    ctx.begin_turn()
+    raise ValueError("the invoice total is negative")
+
+
+HANDLERS: dict[str, Handler] = {
+    "demo.chat": chat,
+    "demo.research": research,
+    "demo.slow": slow,
+    "demo.ask": ask,
+    "demo.broken": broken,
+}
