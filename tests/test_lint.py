@@ -19,11 +19,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import psycopg
 import pytest
+import tomllib
 from pgutil import ROOT
 
 # -- plpgsql_check ------------------------------------------------------------

@@ -1,0 +1,701 @@
+"""Bad input (issue 6): every public runq function, called the way a careless
+or hostile client would call it, answers with the documented SQLSTATE (22023
+for a bad argument, RQ003 for an unknown run; DESIGN.md "Errors") and a
+message naming the parameter and the value, and changes nothing: an md5 of
+every runq table's ordered rows is the same before and after.
+
+Where a strange input is valid by the contract (a 10 MB object, a deeply
+nested one, SQL-looking or non-ASCII strings, JSON null where only SQL NULL is
+refused, a NULL for an optional argument) the test says so beside the case and
+asserts that it is accepted and stored intact instead.
+
+Cases are tables. Each case names the run it needs (a fresh queued, running,
+waiting or failed run, made just before the call so one case cannot disturb
+another) and binds its ids as %(q)s, %(r)s/%(e)s (run and epoch), %(w)s, %(f)s,
+%(cls)s (the fresh run's class, which no other run has) and %(u)s (a string no
+other case uses). The tables run against one database per module; the 10 MB
+and the deep cases get their own.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import string
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pgutil import create_database, drop_database, unique_name
+from psycopg import sql
+
+# -- the snapshot -------------------------------------------------------------
+
+
+def snapshot(conn: psycopg.Connection) -> dict[str, str]:
+    """md5 of each runq table's rows in a total order (text order of the whole
+    row), by table. Sequences are left out: a rejected INSERT may use up an
+    identity value, which is no change to any run."""
+    tables = [r[0] for r in conn.execute(
+        "SELECT c.relname FROM pg_catalog.pg_class AS c WHERE c.relnamespace = 'runq'::regnamespace"
+        " AND c.relkind IN ('r', 'p') ORDER BY 1")]
+    assert {"runs", "run_events", "settings", "tool_calls"} <= set(tables), tables
+    query = sql.SQL(" UNION ALL ").join(
+        sql.SQL("SELECT {name}, md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), ''))"
+                " FROM runq.{table} AS t").format(name=sql.Literal(t), table=sql.Identifier(t))
+        for t in tables)
+    return dict(conn.execute(query).fetchall())
+
+
+def test_snapshot_sees_a_change(conn: psycopg.Connection) -> None:
+    # The comparison every case relies on does see a change anywhere.
+    before = snapshot(conn)
+    conn.execute("UPDATE runq.settings SET lease = lease + interval '1 microsecond'")
+    assert snapshot(conn) != before
+    before = snapshot(conn)
+    conn.execute("SELECT * FROM runq.submit('snap', 'k')")
+    after = snapshot(conn)
+    assert after["runs"] != before["runs"] and after["run_events"] != before["run_events"]
+
+
+# -- fresh runs -----------------------------------------------------------------
+
+
+class World:
+    """Makes fresh runs in each state, each in a class of its own."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+        self._classes = itertools.count(20000)
+        self._names = itertools.count()
+
+    def uniq(self) -> str:
+        return f"u{next(self._names)}"
+
+    def queued(self) -> dict[str, Any]:
+        cls = next(self._classes)
+        q = self.conn.execute("SELECT run_id FROM runq.submit('bad', 'k', priority => %s)",
+                              [cls]).fetchone()[0]
+        return {"q": q, "cls": cls}
+
+    def running(self) -> dict[str, Any]:
+        ids = self.queued()
+        r, e = self.conn.execute(
+            "SELECT run_id, epoch FROM runq.claim(ARRAY[%s]::integer[], lease => interval '1 hour')",
+            [ids["cls"]]).fetchone()
+        return {**ids, "r": r, "e": e}
+
+    def call(self) -> dict[str, Any]:
+        ids = self.running()
+        assert self.conn.execute("SELECT runq.begin_tool(%s, %s, 'c1', 'search', 'read_only')",
+                                 [ids["r"], ids["e"]]).fetchone()[0]
+        return ids
+
+    def waiting(self) -> dict[str, Any]:
+        ids = self.running()
+        assert self.conn.execute("SELECT runq.ask_user(%s, %s, '{\"q\": 1}')",
+                                 [ids["r"], ids["e"]]).fetchone()[0]
+        return {**ids, "w": ids["r"]}
+
+    def failed(self) -> dict[str, Any]:
+        ids = self.running()
+        assert self.conn.execute("SELECT runq.fail(%s, %s, '{\"code\": \"x\"}')",
+                                 [ids["r"], ids["e"]]).fetchone()[0]
+        return {**ids, "f": ids["r"]}
+
+    def make(self, needs: str) -> dict[str, Any]:
+        ids = getattr(self, needs)() if needs else {}
+        return {**ids, "u": self.uniq()}
+
+
+@pytest.fixture(scope="module")
+def world_conn(server_url: str, template_db: str) -> Iterator[psycopg.Connection]:
+    name = unique_name("runq_bad_input")
+    url = create_database(server_url, name, template=template_db)
+    with psycopg.connect(url, autocommit=True) as c:
+        yield c
+    drop_database(server_url, name)
+
+
+@pytest.fixture(scope="module")
+def world(world_conn: psycopg.Connection) -> World:
+    return World(world_conn)
+
+
+# -- cases ------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    id: str
+    sql: str
+    needs: str = ""
+    sqlstate: str | None = None         # None: accepted
+    names: tuple[str, ...] = ()         # must appear in the primary message
+    check: str | None = None            # accepted: SQL that must return true
+    params: dict[str, Any] = field(default_factory=dict)
+    max_message: int | None = None      # the message stays this short
+
+
+def rejected(id: str, sql: str, needs: str = "", *names: str, state: str = "22023",
+             params: dict[str, Any] | None = None, max_message: int | None = None) -> Case:
+    return Case(id, sql, needs, state, names, None, params or {}, max_message)
+
+
+def accepted(id: str, sql: str, needs: str = "", check: str | None = None,
+             params: dict[str, Any] | None = None) -> Case:
+    return Case(id, sql, needs, None, (), check, params or {})
+
+
+# Every public function: its arguments with a valid value each, whether NULL is
+# a valid value (an optional argument whose NULL means "none" or "the
+# default"), and the run it needs. An explicit NULL for a defaulted jsonb
+# argument is refused (DESIGN.md, "Also 22023").
+SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
+    ("submit", "", [
+        ("tenant_id", "text", "'bad-t'", False),
+        ("kind", "text", "'k'", False),
+        ("payload", "jsonb", "'{}'", False),
+        ("session_id", "text", "%(u)s", True),           # NULL: a run with no session
+        ("priority", "integer", "21000", False),
+        ("idempotency_key", "text", "%(u)s", True),      # NULL: no idempotency
+        ("principal_id", "text", "'p'", True),           # NULL: a principal scope of its own
+        ("scheduled_for", "timestamptz", "now()", True),  # NULL: ready now
+        ("max_attempts", "integer", "3", False),
+        ("recovery_policy", "text", "'resume'", False),
+        ("queue_ttl", "interval", "interval '1 hour'", True),  # NULL: never expires
+    ]),
+    ("deliver_input", "waiting", [("run_id", "bigint", "%(w)s", False),
+                                  ("input", "jsonb", "'{\"a\": 1}'", False)]),
+    ("cancel", "queued", [("run_id", "bigint", "%(q)s", False),
+                          ("reason", "text", "'why'", True)]),     # NULL: no reason given
+    ("get_run", "queued", [("run_id", "bigint", "%(q)s", False)]),
+    ("run_events", "queued", [("run_id", "bigint", "%(q)s", False)]),
+    ("tool_calls", "queued", [("run_id", "bigint", "%(q)s", False)]),
+    ("claim", "queued", [("classes", "integer[]", "ARRAY[%(cls)s]::integer[]", False),
+                         ("worker_id", "text", "'w'", True),        # NULL: anonymous worker
+                         ("lease", "interval", "interval '1 hour'", True),  # NULL: settings' lease
+                         ("max_runs", "integer", "1", False)]),
+    ("heartbeat", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False)]),
+    ("complete", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+                             ("result", "jsonb", "'{\"ok\": 1}'", True)]),  # result may be NULL
+    ("fail", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+                         ("failure", "jsonb", "'{\"code\": \"x\"}'", False)]),
+    ("release", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False)]),
+    ("ask_user", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+                             ("question", "jsonb", "'{\"q\": 1}'", False)]),
+    ("checkpoint", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+                               ("state", "jsonb", "'{\"s\": 1}'", False)]),
+    ("begin_turn", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False)]),
+    ("begin_tool", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+                               ("call_id", "text", "%(u)s", False), ("tool", "text", "'search'", False),
+                               ("idempotency", "text", "'read_only'", False),
+                               ("args", "jsonb", "'{}'", False)]),
+    ("end_tool", "call", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+                          ("call_id", "text", "'c1'", False), ("outcome", "jsonb", "'{\"o\": 1}'", False)]),
+    ("sweep", "", [("max_runs", "integer", "10", False)]),
+    ("redrive", "failed", [("run_id", "bigint", "%(f)s", False),
+                           ("reason", "text", "'again'", True)]),    # NULL: no reason given
+    ("orphan_report", "", [("stale_after", "interval", "interval '1 minute'", True)]),  # NULL: settings
+    ("dead_letter", "", [("max_runs", "integer", "10", False)]),
+]
+
+
+def call(fn: str, signature: list[tuple[str, str, str, bool]], /, null: str | None = None,
+         **override: str) -> str:
+    values = ", ".join(
+        f"{name} => " + ("NULL::" + typ if name == null else override.get(name, valid))
+        for name, typ, valid, _ in signature)
+    return f"SELECT * FROM runq.{fn}({values})"
+
+
+def null_cases() -> list[Case]:
+    cases = []
+    for fn, needs, args in SIGNATURES:
+        for name, _, _, null_ok in args:
+            text = call(fn, args, null=name)
+            if null_ok:
+                cases.append(accepted(f"{fn}-{name}-NULL", text, needs))
+            else:
+                cases.append(rejected(f"{fn}-{name}-NULL", text, needs, name, "NULL"))
+    return cases
+
+
+def test_every_public_function_is_in_the_table(world_conn: psycopg.Connection) -> None:
+    # A function added to the contract must be added to SIGNATURES.
+    public = {r[0]: r[1] for r in world_conn.execute(
+        """SELECT p.proname, array_to_string(p.proargnames[1:p.pronargs], ',')
+             FROM pg_catalog.pg_proc AS p
+            WHERE p.pronamespace = 'runq'::regnamespace AND p.proname !~ '^_'""")}
+    assert public == {fn: ",".join(a[0] for a in args) for fn, _, args in SIGNATURES}
+
+
+S = {fn: (needs, args) for fn, needs, args in SIGNATURES}
+
+
+def v(fn: str, **override: str) -> tuple[str, str]:
+    """A call of fn with valid arguments but the overridden ones, and its needs."""
+    needs, args = S[fn]
+    return call(fn, args, **override), needs
+
+
+MISSING = ["-1", "0", "9223372036854775807"]
+WITH_RUN_ID = [fn for fn, _, args in SIGNATURES if args[0][0] == "run_id"]
+
+
+def missing_run_cases() -> list[Case]:
+    # An unknown run is RQ003 in every function that takes one, worker
+    # functions included: only a run that exists can fence.
+    cases = []
+    for fn in WITH_RUN_ID:
+        _, args = S[fn]
+        for missing in MISSING:
+            text = call(fn, args, run_id=missing, epoch="1", call_id="'c1'")
+            cases.append(rejected(f"{fn}-run-{missing}", text, "", f"run {missing} not found",
+                                  state="RQ003"))
+    return cases
+
+
+# 100,000 classes from 30000 up, where no run waits, so the fresh run's class is
+# the lowest that has one.
+HUGE_CLASSES = "(SELECT array_agg(30000 + g %% 2768) FROM generate_series(1, 100000) AS g)"
+
+VALUE_CASES: list[Case] = [
+    # -- classes: empty, huge, NULL inside, outside 0..32767, not one-dimensional
+    rejected("claim-classes-empty", *v("claim", classes="ARRAY[]::integer[]"), "classes", "{}"),
+    rejected("claim-classes-null-element", *v("claim", classes="ARRAY[%(cls)s, NULL]"), "classes", "NULL"),
+    rejected("claim-class-negative", *v("claim", classes="ARRAY[-1]"), "classes", "-1"),
+    rejected("claim-class-32768", *v("claim", classes="ARRAY[32768]"), "classes", "32768"),
+    rejected("claim-class-int-max", *v("claim", classes="ARRAY[2147483647]"), "classes", "2147483647"),
+    # A two-dimensional array is not a list of classes.
+    rejected("claim-classes-2d", *v("claim", classes="ARRAY[[%(cls)s, 0], [10, 20]]"), "classes"),
+    # 100,000 valid classes (each one many times) are a valid, if odd, list:
+    # the claim takes the fresh run of its class.
+    accepted("claim-classes-huge", *v("claim", classes=f"array_append({HUGE_CLASSES}, %(cls)s)"),
+             check="SELECT status = 'running' FROM runq.runs WHERE run_id = %(q)s"),
+    # One bad class among 100,000 is named, and the message stays short.
+    rejected("claim-classes-huge-one-bad",
+             *v("claim", classes=f"array_append({HUGE_CLASSES}, 40000)"), "classes", "40000",
+             max_message=1000),
+    # A class nobody uses is not an error: nothing is ready there.
+    accepted("claim-class-unused", *v("claim", classes="ARRAY[31999]"),
+             check="SELECT status = 'queued' FROM runq.runs WHERE run_id = %(q)s"),
+    rejected("submit-priority-negative", *v("submit", priority="-1"), "priority", "-1"),
+    rejected("submit-priority-32768", *v("submit", priority="32768"), "priority", "32768"),
+    rejected("submit-priority-int-min", *v("submit", priority="-2147483648"), "priority", "-2147483648"),
+    accepted("submit-priority-32767", *v("submit", priority="32767")),  # the top class is valid
+    # -- counts
+    rejected("claim-max-runs-0", *v("claim", max_runs="0"), "max_runs", "0"),
+    rejected("claim-max-runs-negative", *v("claim", max_runs="-5"), "max_runs", "-5"),
+    rejected("sweep-max-runs-0", *v("sweep", max_runs="0"), "max_runs", "0"),
+    rejected("sweep-max-runs-negative", *v("sweep", max_runs="-1"), "max_runs", "-1"),
+    rejected("dead-letter-max-runs-0", *v("dead_letter", max_runs="0"), "max_runs", "0"),
+    rejected("submit-max-attempts-0", *v("submit", max_attempts="0"), "max_attempts", "0"),
+    rejected("submit-max-attempts-negative", *v("submit", max_attempts="-3"), "max_attempts", "-3"),
+    accepted("claim-max-runs-int-max", *v("claim", max_runs="2147483647"),
+             check="SELECT status = 'running' FROM runq.runs WHERE run_id = %(q)s"),
+    accepted("submit-max-attempts-int-max", *v("submit", max_attempts="2147483647")),
+    # -- policies and idempotency classes
+    rejected("submit-policy-unknown", *v("submit", recovery_policy="'bogus'"), "recovery_policy", "bogus"),
+    rejected("submit-policy-upper-case", *v("submit", recovery_policy="'RESUME'"), "recovery_policy", "RESUME"),
+    rejected("submit-policy-trailing-space", *v("submit", recovery_policy="'resume '"),
+             "recovery_policy", "'resume '"),
+    rejected("submit-policy-empty", *v("submit", recovery_policy="''"), "recovery_policy", "''"),
+    rejected("submit-policy-sql", *v("submit", recovery_policy="'resume''; DROP TABLE runq.runs; --'"),
+             "recovery_policy", "DROP TABLE runq.runs"),
+    rejected("submit-policy-unicode", *v("submit", recovery_policy="'résumé'"), "recovery_policy", "résumé"),
+    rejected("submit-policy-huge", *v("submit", recovery_policy="repeat('x', 1000000)"),
+             "recovery_policy", "xxxx", max_message=1000),
+    rejected("begin-tool-idempotency-unknown", *v("begin_tool", idempotency="'bogus'"), "idempotency", "bogus"),
+    rejected("begin-tool-idempotency-upper", *v("begin_tool", idempotency="'READ_ONLY'"),
+             "idempotency", "READ_ONLY"),
+    rejected("begin-tool-idempotency-sql", *v("begin_tool", idempotency="'read_only'' OR ''1''=''1'"),
+             "idempotency", "OR"),
+    rejected("begin-tool-idempotency-huge", *v("begin_tool", idempotency="repeat('y', 1000000)"),
+             "idempotency", "yyyy", max_message=1000),
+    # -- empty strings where a non-empty one is required
+    rejected("submit-tenant-empty", *v("submit", tenant_id="''"), "tenant_id"),
+    rejected("submit-kind-empty", *v("submit", kind="''"), "kind"),
+    rejected("submit-session-empty", *v("submit", session_id="''"), "session_id"),
+    rejected("submit-key-empty", *v("submit", idempotency_key="''"), "idempotency_key"),
+    rejected("begin-tool-call-id-empty", *v("begin_tool", call_id="''"), "call_id"),
+    rejected("begin-tool-tool-empty", *v("begin_tool", tool="''"), "tool"),
+    rejected("end-tool-unknown-call", *v("end_tool", call_id="'never-begun'"), "never-begun"),
+    # -- intervals: zero, negative, zero in disguise, and too large
+    rejected("submit-queue-ttl-zero", *v("submit", queue_ttl="interval '0'"), "queue_ttl", "00:00:00"),
+    rejected("submit-queue-ttl-negative", *v("submit", queue_ttl="interval '-1 second'"),
+             "queue_ttl", "-00:00:01"),
+    rejected("submit-queue-ttl-month-minus-30-days", *v("submit", queue_ttl="interval '1 month -30 days'"),
+             "queue_ttl", "1 mon -30 days"),
+    rejected("claim-lease-zero", *v("claim", lease="interval '0'"), "lease", "00:00:00"),
+    rejected("claim-lease-negative", *v("claim", lease="interval '-5 minutes'"), "lease", "-00:05:00"),
+    rejected("orphan-report-zero", *v("orphan_report", stale_after="interval '0'"), "stale_after", "00:00:00"),
+    rejected("orphan-report-negative", *v("orphan_report", stale_after="interval '-1 day'"),
+             "stale_after", "-1 days"),
+    # A lease or queue_ttl past the end of the timestamp range cannot be
+    # stored as a time: a bad argument, not an out-of-range error from inside.
+    rejected("claim-lease-300000-years", *v("claim", lease="interval '300000 years'"),
+             "lease", "300000 years"),
+    rejected("submit-queue-ttl-300000-years", *v("submit", queue_ttl="interval '300000 years'"),
+             "queue_ttl", "300000 years"),
+    # A huge stale_after is a fair question ("nothing is stale then"): it is
+    # answered, with every running run not stale.
+    accepted("orphan-report-300000-years", *v("orphan_report", stale_after="interval '300000 years'"),
+             check="SELECT bool_and(NOT o.stale) FROM runq.orphan_report(interval '300000 years') AS o"),
+    # -- times: a run scheduled for 'infinity' could never run, yet would
+    # hold its session's one active slot until cancelled: refused. '-infinity'
+    # is a time in the past like any other: ready now.
+    rejected("submit-scheduled-infinity", *v("submit", scheduled_for="'infinity'"), "scheduled_for", "infinity"),
+    accepted("submit-scheduled-minus-infinity", *v("submit", scheduled_for="'-infinity'")),
+    # -- wrong jsonb kinds
+    *[rejected(f"submit-payload-{kind}", *v("submit", payload=f"'{doc}'"), "payload", kind)
+      for kind, doc in [("array", "[]"), ("string", '"x"'), ("number", "1"), ("boolean", "true"),
+                        ("null", "null")]],
+    *[rejected(f"begin-tool-args-{kind}", *v("begin_tool", args=f"'{doc}'"), "args", kind)
+      for kind, doc in [("array", "[1]"), ("string", '"x"'), ("null", "null")]],
+    *[rejected(f"fail-failure-{name}", *v("fail", failure=f"'{doc}'"), "failure")
+      for name, doc in [("array", '[{"code": "x"}]'), ("string", '"x"'), ("no-code", "{}"),
+                        ("code-number", '{"code": 1}'), ("code-null", '{"code": null}'),
+                        ("message-number", '{"code": "x", "message": 2}'),
+                        ("json-null", "null")]],
+    # question, state, input and outcome are any JSON value but SQL NULL
+    # (DESIGN.md "jsonb arguments"): other kinds, JSON null included, are kept.
+    accepted("ask-user-question-string", *v("ask_user", question="'\"which one?\"'"),
+             check="SELECT question = '\"which one?\"' FROM runq.runs WHERE run_id = %(r)s"),
+    accepted("checkpoint-state-array", *v("checkpoint", state="'[1, [2], {\"3\": 4}]'"),
+             check="SELECT k.state = '[1, [2], {\"3\": 4}]' FROM runq.checkpoints AS k WHERE k.run_id = %(r)s"),
+    accepted("deliver-input-number", *v("deliver_input", input="'42'"),
+             check="SELECT i.input = '42' FROM runq.inputs AS i WHERE i.run_id = %(w)s"),
+    accepted("end-tool-outcome-json-null", *v("end_tool", outcome="'null'"),
+             check="SELECT t.outcome = 'null' FROM runq.tool_calls AS t WHERE t.run_id = %(r)s"),
+    accepted("complete-result-string", *v("complete", result="'\"done\"'"),
+             check="SELECT result = '\"done\"' FROM runq.runs WHERE run_id = %(r)s"),
+    # -- strings that look like SQL are data: stored as they are, nothing else happens
+    accepted("submit-sql-strings", *v(
+        "submit", tenant_id="'x''); DROP TABLE runq.runs; --'",
+        kind="'k\"; DELETE FROM runq.settings; --'",
+        session_id="%(u)s || ''' OR ''1''=''1'",
+        idempotency_key="%(u)s || '''; TRUNCATE runq.runs CASCADE; --'",
+        principal_id="'$$; DROP SCHEMA runq CASCADE; $$'",
+        payload="'{\"sql\": \"1; DROP TABLE runq.runs\"}'"),
+        check="""SELECT count(*) = 1 FROM runq.runs AS r
+                  WHERE r.tenant_id = 'x''); DROP TABLE runq.runs; --'
+                    AND r.kind = 'k"; DELETE FROM runq.settings; --'
+                    AND r.session_id = %(u)s || ''' OR ''1''=''1'
+                    AND r.principal_id = '$$; DROP SCHEMA runq CASCADE; $$'
+                    AND (SELECT count(*) FROM runq.settings) = 1"""),
+    accepted("tool-sql-strings", *v("begin_tool", call_id="%(u)s || '''); DELETE FROM runq.tool_calls; --'",
+                                    tool="'t\\'''"),
+             check="SELECT t.tool = 't\\''' FROM runq.tool_calls AS t WHERE t.run_id = %(r)s"),
+    accepted("cancel-sql-reason", *v("cancel", reason="'r''; UPDATE runq.runs SET status = ''failed''; --'"),
+             check="""SELECT (SELECT count(*) FROM runq.runs WHERE status = 'failed')
+                           = (SELECT count(*) FROM runq.runs WHERE failure IS NOT NULL)
+                        AND (SELECT status FROM runq.runs WHERE run_id = %(q)s) = 'cancelled'"""),
+    accepted("claim-sql-worker", *v("claim", worker_id="'w''); DROP TABLE runq.run_events; --'"),
+             check="""SELECT e.payload ->> 'worker_id' = 'w''); DROP TABLE runq.run_events; --'
+                        FROM runq.run_events AS e WHERE e.run_id = %(q)s AND e.type = 'run.claimed'"""),
+    # -- unicode: stored intact, and named intact in messages
+    accepted("submit-unicode", *v(
+        "submit", tenant_id="'租户-αβγ'", kind="'🤖.turn'",
+        session_id="%(u)s || '-سشن-١-e\u0301-👩\u200d💻-\u202eevil'",
+        payload="'{\"текст\": \"ünïcödé ✓\", \"emoji\": \"🧪\"}'"),
+        check="""SELECT r.kind = '🤖.turn' AND r.payload ->> 'текст' = 'ünïcödé ✓'
+                   AND r.session_id = %(u)s || '-سشن-١-e\u0301-👩\u200d💻-\u202eevil'
+                   FROM runq.runs AS r WHERE r.tenant_id = '租户-αβγ'"""),
+    rejected("begin-tool-idempotency-unicode", *v("begin_tool", idempotency="'ｒｅａｄ_ｏｎｌｙ'"),
+             "idempotency", "ｒｅａｄ_ｏｎｌｙ"),
+]
+
+
+ALL_CASES = null_cases() + missing_run_cases() + VALUE_CASES
+
+
+def test_case_ids_are_unique() -> None:
+    ids = [c.id for c in ALL_CASES]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c.id for c in ALL_CASES])
+def test_bad_input(case: Case, world: World, world_conn: psycopg.Connection) -> None:
+    conn = world_conn
+    params = {**world.make(case.needs), **case.params}
+    before = snapshot(conn)
+    if case.sqlstate is None:
+        conn.execute(case.sql, params).fetchall()
+        if case.check:
+            assert conn.execute(case.check, params).fetchone() == (True,), case.check
+        return
+    with pytest.raises(psycopg.Error) as raised:
+        conn.execute(case.sql, params)
+    error = raised.value
+    message = error.diag.message_primary or ""
+    shown = message if len(message) < 300 else f"{message[:300]}... ({len(message)} characters)"
+    assert error.sqlstate == case.sqlstate, f"{case.sql}\n-> {error.sqlstate}: {shown}"
+    for name in case.names:
+        assert name in message, f"{name!r} not in the message: {shown}"
+    if case.max_message is not None:
+        assert len(message) <= case.max_message, f"a {len(message)}-character message: {shown}"
+    assert snapshot(conn) == before, "a rejected call changed runq's tables"
+
+
+# -- huge identifiers ---------------------------------------------------------------
+
+BIG = "".join(random.Random(6).choices(string.ascii_letters + string.digits, k=10_000))
+IDENTIFIERS = [
+    # (parameter, the run it needs, call): a 10,000-character random value,
+    # more than any btree index row can hold
+    ("tenant_id", "", "SELECT * FROM runq.submit(%(big)s, 'k', session_id => %(u)s, priority => 21001)"),
+    ("session_id", "", "SELECT * FROM runq.submit('t', 'k', session_id => %(big)s, priority => 21001)"),
+    ("idempotency_key", "", "SELECT * FROM runq.submit('t', 'k', idempotency_key => %(big)s)"),
+    ("principal_id", "",
+     "SELECT * FROM runq.submit('t', 'k', idempotency_key => %(u)s, principal_id => %(big)s)"),
+    ("kind", "", "SELECT * FROM runq.submit('t', %(big)s)"),
+    ("call_id", "running", "SELECT runq.begin_tool(%(r)s, %(e)s, %(big)s, 'search', 'read_only')"),
+    ("tool", "running", "SELECT runq.begin_tool(%(r)s, %(e)s, %(u)s, %(big)s, 'read_only')"),
+    ("worker_id", "queued", "SELECT run_id FROM runq.claim(ARRAY[%(cls)s], worker_id => %(big)s)"),
+    ("reason", "queued", "SELECT runq.cancel(%(q)s, %(big)s)"),
+]
+
+
+@pytest.mark.parametrize("parameter, needs, text", IDENTIFIERS, ids=[p for p, _, _ in IDENTIFIERS])
+def test_huge_identifier_is_stored_or_refused_by_name(parameter: str, needs: str, text: str,
+                                                      world: World,
+                                                      world_conn: psycopg.Connection) -> None:
+    # The contract sets no length limit, so a huge identifier is either taken
+    # and stored intact, or refused as a bad argument that names it. What it
+    # must not be is an internal error about an index row (54000).
+    params = {**world.make(needs), "big": BIG}
+    before = snapshot(world_conn)
+    try:
+        world_conn.execute(text, params).fetchall()
+    except psycopg.Error as error:
+        message = error.diag.message_primary or ""
+        assert (error.sqlstate, parameter in message) == ("22023", True), \
+            f"{parameter}: {error.sqlstate}: {message[:200]}"
+        assert snapshot(world_conn) == before
+        return
+    stored = world_conn.execute(
+        """SELECT count(*) FROM runq.runs AS r WHERE %(big)s IN (r.tenant_id, r.session_id, r.kind,
+                  r.principal_id, r.lease_owner)
+           UNION ALL SELECT count(*) FROM runq.idempotency_keys AS k WHERE k.idempotency_key = %(big)s
+           UNION ALL SELECT count(*) FROM runq.tool_calls AS t WHERE %(big)s IN (t.call_id, t.tool)
+           UNION ALL SELECT count(*) FROM runq.run_events AS e WHERE e.payload ->> 'reason' = %(big)s""",
+        params).fetchall()
+    assert sum(n for (n,) in stored) >= 1, f"{parameter} was accepted but not stored intact"
+
+
+# -- 10 MB jsonb ---------------------------------------------------------------------
+
+TEN_MB = 10 * 1024 * 1024
+
+
+def big_object(kind: str = "object") -> str:
+    """JSON text of a little over 10 MB: many keys of mixed values."""
+    item = {"text": "lorem ipsum dolor sit amet " * 20, "n": 12345.678, "ok": True, "none": None,
+            "list": list(range(20))}
+    doc = {f"k{i:06d}": item for i in range(TEN_MB // len(json.dumps(item)) + 1)}
+    text = json.dumps(doc if kind == "object" else list(doc.values()))
+    assert len(text) > TEN_MB
+    return text
+
+
+def test_ten_megabyte_objects_are_accepted_and_kept_intact(conn: psycopg.Connection) -> None:
+    # A 10 MB object is a valid payload, state, question, input, args,
+    # outcome, result and failure: nothing in the contract bounds their size
+    # (jsonb's own limit is 255 MB). Each is stored and handed back intact.
+    doc = big_object()
+    big = {"doc": doc}
+    same = "md5(%s::text) = md5(%%(doc)s::jsonb::text)"
+
+    run_id = conn.execute("SELECT run_id FROM runq.submit('big', 'k', payload => %(doc)s::jsonb, "
+                          "priority => 22000, idempotency_key => 'big-1', session_id => 'big-s')",
+                          big).fetchone()[0]
+    # The idempotency hash covers the 10 MB: the same request is a duplicate.
+    assert conn.execute("SELECT run_id, outcome FROM runq.submit('big', 'k', payload => %(doc)s::jsonb, "
+                        "priority => 22000, idempotency_key => 'big-1', session_id => 'big-s')",
+                        big).fetchone() == (run_id, "duplicate")
+    claimed = conn.execute(f"SELECT run_id, epoch, {same % 'payload'} FROM runq.claim(ARRAY[22000])",
+                           big).fetchone()
+    assert claimed == (run_id, 1, True)
+    assert conn.execute("SELECT runq.checkpoint(%(r)s, 1, %(doc)s::jsonb), "
+                        "runq.begin_tool(%(r)s, 1, 'c1', 'search', 'read_only', %(doc)s::jsonb)",
+                        {**big, "r": run_id}).fetchone() == (True, True)
+    assert conn.execute("SELECT runq.end_tool(%(r)s, 1, 'c1', %(doc)s::jsonb), "
+                        "runq.ask_user(%(r)s, 1, %(doc)s::jsonb)", {**big, "r": run_id}).fetchone() \
+        == (True, True)
+    assert conn.execute("SELECT outcome FROM runq.submit('big', 'k', payload => %(doc)s::jsonb, "
+                        "session_id => 'big-s', priority => 22000)", big).fetchone() == ("input_delivered",)
+    resumed = conn.execute(f"SELECT epoch, {same % 'checkpoint'}, md5((inputs -> 0)::text) "
+                           "= md5(%(doc)s::jsonb::text) FROM runq.claim(ARRAY[22000])", big).fetchone()
+    assert resumed == (2, True, True)
+    assert conn.execute("SELECT runq.complete(%(r)s, 2, %(doc)s::jsonb)", {**big, "r": run_id}).fetchone() \
+        == (True,)
+    row = conn.execute(f"""SELECT r.status, {same % 'r.payload'}, {same % 'r.result'},
+                                  (SELECT {same % 't.args'} AND {same % 't.outcome'}
+                                     FROM runq.tool_calls AS t WHERE t.run_id = r.run_id)
+                             FROM runq.runs AS r WHERE r.run_id = %(r)s""", {**big, "r": run_id}).fetchone()
+    assert row == ("succeeded", True, True, True)
+    # The question was kept while the run waited: in its event.
+    assert conn.execute(f"""SELECT {same % "(e.payload -> 'question')"} FROM runq.run_events AS e
+                             WHERE e.run_id = %(r)s AND e.type = 'run.waiting_for_user'""",
+                        {**big, "r": run_id}).fetchone() == (True,)
+    # And a failure with a 10 MB detail.
+    failing = conn.execute("SELECT run_id FROM runq.submit('big', 'k', priority => 22001)").fetchone()[0]
+    conn.execute("SELECT * FROM runq.claim(ARRAY[22001])")
+    assert conn.execute("SELECT runq.fail(%(r)s, 1, jsonb_build_object('code', 'huge', 'detail', "
+                        "%(doc)s::jsonb))", {**big, "r": failing}).fetchone() == (True,)
+    detail = same % "(failure -> 'detail')"
+    assert conn.execute(f"SELECT {detail} FROM runq.runs WHERE run_id = %(r)s",
+                        {**big, "r": failing}).fetchone() == (True,)
+
+
+@pytest.mark.parametrize("call", [
+    "SELECT * FROM runq.submit('big', 'k', payload => %(doc)s::jsonb)",
+    "SELECT runq.begin_tool(%(r)s, %(e)s, 'c9', 'search', 'read_only', %(doc)s::jsonb)",
+    "SELECT runq.fail(%(r)s, %(e)s, %(doc)s::jsonb)",
+], ids=["payload", "args", "failure"])
+def test_ten_megabyte_array_is_refused_in_a_short_message(call: str, conn: psycopg.Connection) -> None:
+    world = World(conn)
+    params = {**world.running(), "doc": big_object("array")}
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as raised:
+        conn.execute(call, params)
+    message = raised.value.diag.message_primary or ""
+    assert raised.value.sqlstate == "22023", message[:300]
+    # The message names the kind, or shows the start of the value.
+    assert ("array" in message or "got [" in message) and len(message) < 1000, message[:300]
+    assert snapshot(conn) == before
+
+
+# -- deep nesting -------------------------------------------------------------------
+
+def nested(depth: int, kind: str = "object") -> str:
+    return ('{"a":' * depth + "{}" + "}" * depth) if kind == "object" \
+        else ("[" * depth + "]" * depth)
+
+
+DEEP_CALLS = {
+    "payload": "SELECT * FROM runq.submit('deep', 'k', payload => %(doc)s::jsonb, idempotency_key => %(u)s)",
+    "state": "SELECT runq.checkpoint(%(r)s, %(e)s, %(doc)s::jsonb)",
+    "question": "SELECT runq.ask_user(%(r)s, %(e)s, %(doc)s::jsonb)",
+    "args": "SELECT runq.begin_tool(%(r)s, %(e)s, %(u)s, 'search', 'read_only', %(doc)s::jsonb)",
+    "result": "SELECT runq.complete(%(r)s, %(e)s, %(doc)s::jsonb)",
+    "failure": "SELECT runq.fail(%(r)s, %(e)s, %(doc)s::jsonb || '{\"code\": \"deep\"}')",
+}
+
+
+@pytest.mark.parametrize("argument", list(DEEP_CALLS))
+def test_deep_but_parseable_jsonb_is_kept_intact(argument: str, conn: psycopg.Connection) -> None:
+    # 5,000 levels parse on a stock server (the parser's limit is the stack:
+    # about 13,000 levels with max_stack_depth 2 MB). Valid, so stored intact,
+    # hash and events included (submit with a key hashes it).
+    world = World(conn)
+    params = {**world.make("running"), "doc": nested(5000)}
+    conn.execute(DEEP_CALLS[argument], params).fetchall()
+    found = conn.execute(
+        """SELECT count(*) FROM (
+               SELECT r.payload AS j FROM runq.runs AS r UNION ALL SELECT r.question FROM runq.runs AS r
+               UNION ALL SELECT r.result FROM runq.runs AS r UNION ALL SELECT r.failure - 'code' - 'message'
+                   - 'attempt' - 'epoch' - 'at' FROM runq.runs AS r
+               UNION ALL SELECT k.state FROM runq.checkpoints AS k UNION ALL SELECT t.args FROM runq.tool_calls AS t
+           ) AS x WHERE md5(x.j::text) = md5(%(doc)s::jsonb::text)""", params).fetchone()[0]
+    assert found == 1
+
+
+@pytest.mark.parametrize("argument", list(DEEP_CALLS))
+def test_too_deep_jsonb_is_refused_by_the_parser_before_runq(argument: str, conn: psycopg.Connection) -> None:
+    # 100,000 levels: PostgreSQL's jsonb input refuses it with 54001
+    # (statement_too_complex, "stack depth limit exceeded") while binding the
+    # argument, before any runq code runs. That is the right answer and the
+    # only possible one: runq cannot see a value the server will not parse,
+    # and "program limit exceeded" (class 54) is the class for it, not 22023.
+    # It changes nothing.
+    world = World(conn)
+    params = {**world.make("running"), "doc": nested(100_000)}
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as raised:
+        conn.execute(DEEP_CALLS[argument], params)
+    assert raised.value.sqlstate == "54001", raised.value.diag.message_primary
+    assert "runq." not in (raised.value.diag.context or "")  # no runq function was running
+    assert snapshot(conn) == before
+
+
+def test_deep_array_payload_is_a_wrong_kind(conn: psycopg.Connection) -> None:
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as raised:
+        conn.execute("SELECT * FROM runq.submit('deep', 'k', payload => %s::jsonb)", [nested(5000, "array")])
+    assert (raised.value.sqlstate, raised.value.diag.message_primary) == \
+        ("22023", "payload must be a jsonb object, got array")
+    assert snapshot(conn) == before
+
+
+# -- what the server refuses before runq sees it --------------------------------------
+
+def test_nul_in_jsonb_is_refused_by_the_server(conn: psycopg.Connection) -> None:
+    # jsonb cannot hold \u0000 (22P05, untranslatable_character), raised while
+    # parsing the argument; text cannot hold NUL at all, and psycopg refuses to
+    # send it. Either way nothing reaches runq and nothing changes.
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as raised:
+        conn.execute("SELECT * FROM runq.submit('nul', 'k', payload => %s::jsonb)", ['{"a": "\\u0000"}'])
+    assert raised.value.sqlstate == "22P05"
+    with pytest.raises(psycopg.DataError):
+        conn.execute("SELECT * FROM runq.submit(%s, 'k')", ["te\x00nant"])
+    assert snapshot(conn) == before
+
+
+def test_lone_surrogate_in_jsonb_is_refused_by_the_server(conn: psycopg.Connection) -> None:
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as raised:
+        conn.execute("SELECT * FROM runq.submit('sur', 'k', payload => %s::jsonb)", ['{"a": "\\ud800"}'])
+    assert raised.value.sqlstate in ("22P02", "22P05"), raised.value.sqlstate
+    assert snapshot(conn) == before
+
+
+# -- properties ----------------------------------------------------------------------
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+               max_size=200)
+JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | TEXT | \
+    st.floats(allow_nan=False, allow_infinity=False)
+JSON = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=5)
+                    | st.dictionaries(TEXT, inner, max_size=5), max_leaves=30)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tenant=TEXT, kind=TEXT, session=TEXT, payload=st.dictionaries(TEXT, JSON, max_size=6))
+def test_any_strings_and_object_are_stored_exactly(conn: psycopg.Connection, tenant: str, kind: str,
+                                                   session: str, payload: dict[str, Any]) -> None:
+    # Any text without NUL is a tenant, kind or session; an empty tenant or
+    # kind is 22023, as is an empty session_id (NULL means "none").
+    doc = json.dumps(payload)
+    before = snapshot(conn)
+    try:
+        row = conn.execute(
+            "SELECT run_id FROM runq.submit(%(t)s, %(k)s, %(p)s::jsonb, session_id => %(s)s,"
+            " priority => 23000)",
+            {"t": tenant, "k": kind, "s": session, "p": doc}).fetchone()
+    except psycopg.Error as error:
+        assert (error.sqlstate, "" in (tenant, kind, session)) == ("22023", True), str(error)
+        assert snapshot(conn) == before
+        return
+    assert "" not in (tenant, kind, session)
+    stored = conn.execute("SELECT tenant_id, kind, session_id, payload = %s::jsonb FROM runq.runs "
+                          "WHERE run_id = %s", [doc, row[0]]).fetchone()
+    assert stored == (tenant, kind, session, True)
+    conn.execute("SELECT runq.cancel(%s)", [row[0]])  # frees the session for the next example
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=JSON.filter(lambda d: not isinstance(d, dict)))
+def test_any_non_object_payload_is_22023(conn: psycopg.Connection, doc: Any) -> None:
+    before = snapshot(conn)
+    with pytest.raises(psycopg.Error) as raised:
+        conn.execute("SELECT * FROM runq.submit('prop', 'k', %s::jsonb)", [json.dumps(doc)])
+    assert raised.value.sqlstate == "22023"
+    assert (raised.value.diag.message_primary or "").startswith("payload must be a jsonb object, got ")
+    assert snapshot(conn) == before
