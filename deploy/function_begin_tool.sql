@@ -33,17 +33,17 @@ DECLARE
     v_now     timestamptz := clock_timestamp();
     v_status  text;
 BEGIN
-    IF begin_tool.call_id IS NULL OR begin_tool.call_id = '' THEN
+    IF begin_tool.call_id IS NULL OR length(begin_tool.call_id) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('call_id must be a non-empty string, got %L', begin_tool.call_id);
-    ELSIF begin_tool.tool IS NULL OR begin_tool.tool = '' THEN
+            MESSAGE = format('call_id must be 1 to 256 characters, got %L', left(begin_tool.call_id, 100));
+    ELSIF begin_tool.tool IS NULL OR length(begin_tool.tool) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('tool must be a non-empty string, got %L', begin_tool.tool);
+            MESSAGE = format('tool must be 1 to 256 characters, got %L', left(begin_tool.tool, 100));
     ELSIF begin_tool.idempotency IS NULL
           OR begin_tool.idempotency NOT IN ('read_only', 'idempotent', 'non_idempotent') THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('idempotency must be read_only, idempotent or non_idempotent, got %L',
-                             begin_tool.idempotency);
+                             left(begin_tool.idempotency, 100));
     ELSIF begin_tool.args IS NULL OR jsonb_typeof(begin_tool.args) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('args must be a jsonb object, got %s',

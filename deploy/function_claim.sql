@@ -16,7 +16,7 @@ BEGIN;
 -- instead of queueing on them), takes them with a new lease epoch and one
 -- more attempt, and logs run.claimed. A first claim has no checkpoint and no
 -- inputs, so it reads nothing else; a resumed run also reads its newest
--- checkpoint (one key lookup) and the inputs delivered after it.
+-- checkpoint (one key lookup) and the inputs delivered after it, once locked.
 -- Raises 22023 for bad arguments. Zero rows when nothing is ready.
 CREATE FUNCTION runq.claim(
     classes    integer[],
@@ -33,28 +33,37 @@ CREATE FUNCTION runq.claim(
     SET search_path = pg_catalog, pg_temp
     -- Plan the claim once per session, not once per call: the generic plan
     -- below is the right one for every argument (see the WHERE of claimed),
-    -- and planning this statement costs more than running it.
+    -- and planning this statement costs more than running it. Its estimated
+    -- cost (max_runs unknown) is past jit_above_cost; compiling it would take
+    -- a hundred times longer than running it.
     SET plan_cache_mode = force_generic_plan
+    SET jit = off
 AS $$
 DECLARE
     v_now  timestamptz := clock_timestamp();
+    v      record;
 BEGIN
     IF claim.classes IS NULL OR cardinality(claim.classes) = 0
-       OR array_position(claim.classes, NULL) IS NOT NULL
-       OR NOT (0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)) THEN
+       OR array_ndims(claim.classes) <> 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('classes must be a non-empty array of classes between 0 and 32767, got %s',
-                             coalesce(claim.classes::text, 'NULL'));
+            MESSAGE = format('classes must be a non-empty one-dimensional array, got %s',
+                             coalesce(left(claim.classes::text, 100), 'NULL'));
+    ELSIF array_position(claim.classes, NULL) IS NOT NULL
+          OR NOT (0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('classes must be between 0 and 32767, got %s',
+                             (SELECT coalesce(c::text, 'NULL') FROM unnest(claim.classes) AS c
+                               WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1));
     ELSIF claim.max_runs IS NULL OR claim.max_runs < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('max_runs must be at least 1, got %s',
                              coalesce(claim.max_runs::text, 'NULL'));
-    ELSIF claim.lease <= interval '0' THEN
+    ELSIF claim.lease <= interval '0' OR claim.lease >= interval '1000 years' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('lease must be positive, got %s', claim.lease);
+            MESSAGE = format('lease must be positive and under 1000 years, got %s', claim.lease);
     END IF;
 
-    RETURN QUERY
+    FOR v IN
     WITH picked AS (
         SELECT r.run_id
           FROM runq.runs AS r
@@ -92,21 +101,36 @@ BEGIN
           FROM claimed AS c
     )
     SELECT c.run_id, c.lease_epoch, c.tenant_id, c.session_id, c.kind,
-           c.priority::integer, c.payload, c.attempts,
-           CASE WHEN c.last_checkpoint IS NOT NULL THEN
-               (SELECT k.state FROM runq.checkpoints AS k
-                 WHERE k.run_id = c.run_id AND k.seq = c.last_checkpoint)
-           END,
-           CASE WHEN c.lease_epoch > 1 THEN
-               coalesce((SELECT jsonb_agg(i.input ORDER BY i.seq)
-                           FROM runq.inputs AS i
-                          WHERE i.run_id = c.run_id
-                            AND i.seq > coalesce(c.last_checkpoint, 0)), '[]')
-           ELSE '[]'::jsonb END,
-           c.lease_epoch > 1,
+           c.priority::integer AS priority, c.payload, c.attempts, c.last_checkpoint,
            c.lease_expires_at
       FROM claimed AS c
-     ORDER BY c.priority, c.ready_at, c.run_id;
+     ORDER BY c.priority, c.ready_at, c.run_id
+    LOOP
+        run_id := v.run_id;
+        epoch := v.lease_epoch;
+        tenant_id := v.tenant_id;
+        session_id := v.session_id;
+        kind := v.kind;
+        priority := v.priority;
+        payload := v.payload;
+        attempt := v.attempts;
+        resumed := v.lease_epoch > 1;
+        lease_expires_at := v.lease_expires_at;
+        checkpoint := NULL;
+        inputs := '[]';
+        IF resumed THEN
+            -- Read in statements of their own, after the run is locked: the
+            -- claiming statement's snapshot may predate an input delivered
+            -- (or a checkpoint written) just before the row lock was taken.
+            SELECT k.state INTO checkpoint
+              FROM runq.checkpoints AS k
+             WHERE k.run_id = v.run_id AND k.seq = v.last_checkpoint;
+            SELECT coalesce(jsonb_agg(i.input ORDER BY i.seq), '[]') INTO inputs
+              FROM runq.inputs AS i
+             WHERE i.run_id = v.run_id AND i.seq > coalesce(v.last_checkpoint, 0);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
 END
 $$;
 
@@ -115,6 +139,6 @@ GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer) TO runq
 
 COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer) IS
 $c$Claim up to max_runs queued runs whose priority class is in classes and whose scheduled_for is NULL or past, lowest class first, then oldest. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
-Raises 22023 (NULL or empty classes, a class outside 0..32767, max_runs below 1, a lease that is not positive).$c$;
+Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years).$c$;
 
 COMMIT;

@@ -49,7 +49,7 @@ BEGIN
          WHERE t.run_id = end_tool.run_id AND t.call_id = end_tool.call_id;
         IF v_status IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('run %s never began tool call %s', end_tool.run_id, end_tool.call_id);
+                MESSAGE = format('run %s never began tool call %s', end_tool.run_id, left(end_tool.call_id, 100));
         END IF;
         RAISE EXCEPTION USING ERRCODE = 'RQ004',
             MESSAGE = format('tool call %s of run %s is %s, not started',

@@ -35,7 +35,8 @@ BEGIN
 
     RETURN QUERY
         SELECT r.lease_owner,
-               r.heartbeat_at < v_now - v_stale,
+               -- an age against the threshold: no time arithmetic can overflow
+               v_now - r.heartbeat_at > v_stale,
                r.turns > 0 OR r.tools_begun > 0,
                count(*),
                min(r.heartbeat_at)

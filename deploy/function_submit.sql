@@ -49,26 +49,37 @@ DECLARE
     v_status    text;
     v_run_id    bigint;
 BEGIN
-    IF submit.tenant_id IS NULL OR submit.tenant_id = '' THEN
+    -- Identifiers are bounded so that every index key fits a B-tree page,
+    -- whatever their encoding, and messages quote at most 100 characters.
+    IF submit.tenant_id IS NULL OR length(submit.tenant_id) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('tenant_id must be a non-empty string, got %L', submit.tenant_id);
-    ELSIF submit.kind IS NULL OR submit.kind = '' THEN
+            MESSAGE = format('tenant_id must be 1 to 256 characters, got %L', left(submit.tenant_id, 100));
+    ELSIF submit.kind IS NULL OR length(submit.kind) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('kind must be a non-empty string, got %L', submit.kind);
+            MESSAGE = format('kind must be 1 to 256 characters, got %L', left(submit.kind, 100));
     ELSIF submit.payload IS NULL OR jsonb_typeof(submit.payload) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('payload must be a jsonb object, got %s',
                              coalesce(jsonb_typeof(submit.payload), 'NULL'));
-    ELSIF submit.session_id = '' THEN
+    ELSIF length(submit.session_id) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'session_id must be NULL or a non-empty string, got an empty string';
+            MESSAGE = format('session_id must be NULL or 1 to 256 characters, got %L',
+                             left(submit.session_id, 100));
     ELSIF submit.priority IS NULL OR submit.priority NOT BETWEEN 0 AND 32767 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('priority must be between 0 and 32767, got %s',
                              coalesce(submit.priority::text, 'NULL'));
-    ELSIF submit.idempotency_key = '' THEN
+    ELSIF length(submit.idempotency_key) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'idempotency_key must be NULL or a non-empty string, got an empty string';
+            MESSAGE = format('idempotency_key must be NULL or 1 to 256 characters, got %L',
+                             left(submit.idempotency_key, 100));
+    ELSIF length(submit.principal_id) > 256 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('principal_id must be NULL or at most 256 characters, got %L',
+                             left(submit.principal_id, 100));
+    ELSIF NOT isfinite(submit.scheduled_for) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('scheduled_for must be NULL or a finite time, got %s', submit.scheduled_for);
     ELSIF submit.max_attempts IS NULL OR submit.max_attempts < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('max_attempts must be at least 1, got %s',
@@ -77,10 +88,10 @@ BEGIN
           OR submit.recovery_policy NOT IN ('resume', 'fail', 'zero_work') THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('recovery_policy must be resume, fail or zero_work, got %L',
-                             submit.recovery_policy);
-    ELSIF submit.queue_ttl <= interval '0' THEN
+                             left(submit.recovery_policy, 100));
+    ELSIF submit.queue_ttl <= interval '0' OR submit.queue_ttl >= interval '1000 years' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('queue_ttl must be positive, got %s', submit.queue_ttl);
+            MESSAGE = format('queue_ttl must be positive and under 1000 years, got %s', submit.queue_ttl);
     END IF;
 
     -- 1. Idempotency.
@@ -202,6 +213,7 @@ COMMENT ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, ti
 $c$Submit a run, or route the request to the session's waiting run.
 Returns (run_id, outcome): outcome is created, duplicate (same idempotency key and request: the original run, nothing changed) or input_delivered (the session's waiting_for_user run got payload as input and is queued again).
 priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired.
+Identifiers (tenant_id, kind, session_id, idempotency_key, principal_id) are at most 256 characters.
 Raises RQ001 (idempotency key reused for another request), RQ002 (the session has a queued or running run), 22023 (bad argument).$c$;
 
 COMMIT;

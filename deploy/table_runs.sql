@@ -30,10 +30,23 @@ CREATE TABLE runq.runs (
     finished_at       timestamptz,
     lease             interval    CHECK (lease > interval '0'),
     queue_ttl         interval    CHECK (queue_ttl > interval '0'),
+    -- A claim adds 1 only up to max_attempts (then the sweep dead-letters the
+    -- run), and input delivery and redrive reset it: bounded by max_attempts,
+    -- an integer argument of runq.submit.
+    -- squawk-ignore prefer-bigint-over-int
     attempts          integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    -- runq.submit takes max_attempts as integer (the contract).
+    -- squawk-ignore prefer-bigint-over-int
     max_attempts      integer     NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),
+    -- One per chargeable model call of one run: 2^31 of them is out of reach,
+    -- and an overflow would raise in begin_turn, never wrap.
+    -- squawk-ignore prefer-bigint-over-int
     turns             integer     NOT NULL DEFAULT 0 CHECK (turns >= 0),
+    -- One per tool call of one run; bounded like turns.
+    -- squawk-ignore prefer-bigint-over-int
     tools_begun       integer     NOT NULL DEFAULT 0 CHECK (tools_begun >= 0),
+    -- The contract fixes classes as smallint values 0..32767 (submit checks).
+    -- squawk-ignore prefer-bigint-over-smallint
     priority          smallint    NOT NULL CHECK (priority >= 0),
     cancel_requested  boolean     NOT NULL DEFAULT false,
     status            text        NOT NULL DEFAULT 'queued'

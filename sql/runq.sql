@@ -160,10 +160,23 @@ CREATE TABLE runq.runs (
     finished_at       timestamptz,
     lease             interval    CHECK (lease > interval '0'),
     queue_ttl         interval    CHECK (queue_ttl > interval '0'),
+    -- A claim adds 1 only up to max_attempts (then the sweep dead-letters the
+    -- run), and input delivery and redrive reset it: bounded by max_attempts,
+    -- an integer argument of runq.submit.
+    -- squawk-ignore prefer-bigint-over-int
     attempts          integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    -- runq.submit takes max_attempts as integer (the contract).
+    -- squawk-ignore prefer-bigint-over-int
     max_attempts      integer     NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),
+    -- One per chargeable model call of one run: 2^31 of them is out of reach,
+    -- and an overflow would raise in begin_turn, never wrap.
+    -- squawk-ignore prefer-bigint-over-int
     turns             integer     NOT NULL DEFAULT 0 CHECK (turns >= 0),
+    -- One per tool call of one run; bounded like turns.
+    -- squawk-ignore prefer-bigint-over-int
     tools_begun       integer     NOT NULL DEFAULT 0 CHECK (tools_begun >= 0),
+    -- The contract fixes classes as smallint values 0..32767 (submit checks).
+    -- squawk-ignore prefer-bigint-over-smallint
     priority          smallint    NOT NULL CHECK (priority >= 0),
     cancel_requested  boolean     NOT NULL DEFAULT false,
     status            text        NOT NULL DEFAULT 'queued'
@@ -930,26 +943,37 @@ DECLARE
     v_status    text;
     v_run_id    bigint;
 BEGIN
-    IF submit.tenant_id IS NULL OR submit.tenant_id = '' THEN
+    -- Identifiers are bounded so that every index key fits a B-tree page,
+    -- whatever their encoding, and messages quote at most 100 characters.
+    IF submit.tenant_id IS NULL OR length(submit.tenant_id) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('tenant_id must be a non-empty string, got %L', submit.tenant_id);
-    ELSIF submit.kind IS NULL OR submit.kind = '' THEN
+            MESSAGE = format('tenant_id must be 1 to 256 characters, got %L', left(submit.tenant_id, 100));
+    ELSIF submit.kind IS NULL OR length(submit.kind) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('kind must be a non-empty string, got %L', submit.kind);
+            MESSAGE = format('kind must be 1 to 256 characters, got %L', left(submit.kind, 100));
     ELSIF submit.payload IS NULL OR jsonb_typeof(submit.payload) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('payload must be a jsonb object, got %s',
                              coalesce(jsonb_typeof(submit.payload), 'NULL'));
-    ELSIF submit.session_id = '' THEN
+    ELSIF length(submit.session_id) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'session_id must be NULL or a non-empty string, got an empty string';
+            MESSAGE = format('session_id must be NULL or 1 to 256 characters, got %L',
+                             left(submit.session_id, 100));
     ELSIF submit.priority IS NULL OR submit.priority NOT BETWEEN 0 AND 32767 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('priority must be between 0 and 32767, got %s',
                              coalesce(submit.priority::text, 'NULL'));
-    ELSIF submit.idempotency_key = '' THEN
+    ELSIF length(submit.idempotency_key) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'idempotency_key must be NULL or a non-empty string, got an empty string';
+            MESSAGE = format('idempotency_key must be NULL or 1 to 256 characters, got %L',
+                             left(submit.idempotency_key, 100));
+    ELSIF length(submit.principal_id) > 256 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('principal_id must be NULL or at most 256 characters, got %L',
+                             left(submit.principal_id, 100));
+    ELSIF NOT isfinite(submit.scheduled_for) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('scheduled_for must be NULL or a finite time, got %s', submit.scheduled_for);
     ELSIF submit.max_attempts IS NULL OR submit.max_attempts < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('max_attempts must be at least 1, got %s',
@@ -958,10 +982,10 @@ BEGIN
           OR submit.recovery_policy NOT IN ('resume', 'fail', 'zero_work') THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('recovery_policy must be resume, fail or zero_work, got %L',
-                             submit.recovery_policy);
-    ELSIF submit.queue_ttl <= interval '0' THEN
+                             left(submit.recovery_policy, 100));
+    ELSIF submit.queue_ttl <= interval '0' OR submit.queue_ttl >= interval '1000 years' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('queue_ttl must be positive, got %s', submit.queue_ttl);
+            MESSAGE = format('queue_ttl must be positive and under 1000 years, got %s', submit.queue_ttl);
     END IF;
 
     -- 1. Idempotency.
@@ -1083,6 +1107,7 @@ COMMENT ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, ti
 $c$Submit a run, or route the request to the session's waiting run.
 Returns (run_id, outcome): outcome is created, duplicate (same idempotency key and request: the original run, nothing changed) or input_delivered (the session's waiting_for_user run got payload as input and is queued again).
 priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired.
+Identifiers (tenant_id, kind, session_id, idempotency_key, principal_id) are at most 256 characters.
 Raises RQ001 (idempotency key reused for another request), RQ002 (the session has a queued or running run), 22023 (bad argument).$c$;
 
 COMMIT;
@@ -1328,7 +1353,7 @@ BEGIN;
 -- instead of queueing on them), takes them with a new lease epoch and one
 -- more attempt, and logs run.claimed. A first claim has no checkpoint and no
 -- inputs, so it reads nothing else; a resumed run also reads its newest
--- checkpoint (one key lookup) and the inputs delivered after it.
+-- checkpoint (one key lookup) and the inputs delivered after it, once locked.
 -- Raises 22023 for bad arguments. Zero rows when nothing is ready.
 CREATE FUNCTION runq.claim(
     classes    integer[],
@@ -1345,28 +1370,37 @@ CREATE FUNCTION runq.claim(
     SET search_path = pg_catalog, pg_temp
     -- Plan the claim once per session, not once per call: the generic plan
     -- below is the right one for every argument (see the WHERE of claimed),
-    -- and planning this statement costs more than running it.
+    -- and planning this statement costs more than running it. Its estimated
+    -- cost (max_runs unknown) is past jit_above_cost; compiling it would take
+    -- a hundred times longer than running it.
     SET plan_cache_mode = force_generic_plan
+    SET jit = off
 AS $$
 DECLARE
     v_now  timestamptz := clock_timestamp();
+    v      record;
 BEGIN
     IF claim.classes IS NULL OR cardinality(claim.classes) = 0
-       OR array_position(claim.classes, NULL) IS NOT NULL
-       OR NOT (0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)) THEN
+       OR array_ndims(claim.classes) <> 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('classes must be a non-empty array of classes between 0 and 32767, got %s',
-                             coalesce(claim.classes::text, 'NULL'));
+            MESSAGE = format('classes must be a non-empty one-dimensional array, got %s',
+                             coalesce(left(claim.classes::text, 100), 'NULL'));
+    ELSIF array_position(claim.classes, NULL) IS NOT NULL
+          OR NOT (0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('classes must be between 0 and 32767, got %s',
+                             (SELECT coalesce(c::text, 'NULL') FROM unnest(claim.classes) AS c
+                               WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1));
     ELSIF claim.max_runs IS NULL OR claim.max_runs < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('max_runs must be at least 1, got %s',
                              coalesce(claim.max_runs::text, 'NULL'));
-    ELSIF claim.lease <= interval '0' THEN
+    ELSIF claim.lease <= interval '0' OR claim.lease >= interval '1000 years' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('lease must be positive, got %s', claim.lease);
+            MESSAGE = format('lease must be positive and under 1000 years, got %s', claim.lease);
     END IF;
 
-    RETURN QUERY
+    FOR v IN
     WITH picked AS (
         SELECT r.run_id
           FROM runq.runs AS r
@@ -1404,21 +1438,36 @@ BEGIN
           FROM claimed AS c
     )
     SELECT c.run_id, c.lease_epoch, c.tenant_id, c.session_id, c.kind,
-           c.priority::integer, c.payload, c.attempts,
-           CASE WHEN c.last_checkpoint IS NOT NULL THEN
-               (SELECT k.state FROM runq.checkpoints AS k
-                 WHERE k.run_id = c.run_id AND k.seq = c.last_checkpoint)
-           END,
-           CASE WHEN c.lease_epoch > 1 THEN
-               coalesce((SELECT jsonb_agg(i.input ORDER BY i.seq)
-                           FROM runq.inputs AS i
-                          WHERE i.run_id = c.run_id
-                            AND i.seq > coalesce(c.last_checkpoint, 0)), '[]')
-           ELSE '[]'::jsonb END,
-           c.lease_epoch > 1,
+           c.priority::integer AS priority, c.payload, c.attempts, c.last_checkpoint,
            c.lease_expires_at
       FROM claimed AS c
-     ORDER BY c.priority, c.ready_at, c.run_id;
+     ORDER BY c.priority, c.ready_at, c.run_id
+    LOOP
+        run_id := v.run_id;
+        epoch := v.lease_epoch;
+        tenant_id := v.tenant_id;
+        session_id := v.session_id;
+        kind := v.kind;
+        priority := v.priority;
+        payload := v.payload;
+        attempt := v.attempts;
+        resumed := v.lease_epoch > 1;
+        lease_expires_at := v.lease_expires_at;
+        checkpoint := NULL;
+        inputs := '[]';
+        IF resumed THEN
+            -- Read in statements of their own, after the run is locked: the
+            -- claiming statement's snapshot may predate an input delivered
+            -- (or a checkpoint written) just before the row lock was taken.
+            SELECT k.state INTO checkpoint
+              FROM runq.checkpoints AS k
+             WHERE k.run_id = v.run_id AND k.seq = v.last_checkpoint;
+            SELECT coalesce(jsonb_agg(i.input ORDER BY i.seq), '[]') INTO inputs
+              FROM runq.inputs AS i
+             WHERE i.run_id = v.run_id AND i.seq > coalesce(v.last_checkpoint, 0);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
 END
 $$;
 
@@ -1427,7 +1476,7 @@ GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer) TO runq
 
 COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer) IS
 $c$Claim up to max_runs queued runs whose priority class is in classes and whose scheduled_for is NULL or past, lowest class first, then oldest. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
-Raises 22023 (NULL or empty classes, a class outside 0..32767, max_runs below 1, a lease that is not positive).$c$;
+Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years).$c$;
 
 COMMIT;
 
@@ -1846,17 +1895,17 @@ DECLARE
     v_now     timestamptz := clock_timestamp();
     v_status  text;
 BEGIN
-    IF begin_tool.call_id IS NULL OR begin_tool.call_id = '' THEN
+    IF begin_tool.call_id IS NULL OR length(begin_tool.call_id) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('call_id must be a non-empty string, got %L', begin_tool.call_id);
-    ELSIF begin_tool.tool IS NULL OR begin_tool.tool = '' THEN
+            MESSAGE = format('call_id must be 1 to 256 characters, got %L', left(begin_tool.call_id, 100));
+    ELSIF begin_tool.tool IS NULL OR length(begin_tool.tool) NOT BETWEEN 1 AND 256 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('tool must be a non-empty string, got %L', begin_tool.tool);
+            MESSAGE = format('tool must be 1 to 256 characters, got %L', left(begin_tool.tool, 100));
     ELSIF begin_tool.idempotency IS NULL
           OR begin_tool.idempotency NOT IN ('read_only', 'idempotent', 'non_idempotent') THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('idempotency must be read_only, idempotent or non_idempotent, got %L',
-                             begin_tool.idempotency);
+                             left(begin_tool.idempotency, 100));
     ELSIF begin_tool.args IS NULL OR jsonb_typeof(begin_tool.args) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = format('args must be a jsonb object, got %s',
@@ -1965,7 +2014,7 @@ BEGIN
          WHERE t.run_id = end_tool.run_id AND t.call_id = end_tool.call_id;
         IF v_status IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('run %s never began tool call %s', end_tool.run_id, end_tool.call_id);
+                MESSAGE = format('run %s never began tool call %s', end_tool.run_id, left(end_tool.call_id, 100));
         END IF;
         RAISE EXCEPTION USING ERRCODE = 'RQ004',
             MESSAGE = format('tool call %s of run %s is %s, not started',
@@ -2251,7 +2300,8 @@ BEGIN
 
     RETURN QUERY
         SELECT r.lease_owner,
-               r.heartbeat_at < v_now - v_stale,
+               -- an age against the threshold: no time arithmetic can overflow
+               v_now - r.heartbeat_at > v_stale,
                r.turns > 0 OR r.tools_begun > 0,
                count(*),
                min(r.heartbeat_at)

@@ -350,7 +350,10 @@ VALUE_CASES: list[Case] = [
     # hold its session's one active slot until cancelled: refused. '-infinity'
     # is a time in the past like any other: ready now.
     rejected("submit-scheduled-infinity", *v("submit", scheduled_for="'infinity'"), "scheduled_for", "infinity"),
-    accepted("submit-scheduled-minus-infinity", *v("submit", scheduled_for="'-infinity'")),
+    # -infinity would jump the run ahead of every run of its class, for ever:
+    # a time, to be one, must be finite.
+    rejected("submit-scheduled-minus-infinity", *v("submit", scheduled_for="'-infinity'"),
+             "scheduled_for", "-infinity"),
     # -- wrong jsonb kinds
     *[rejected(f"submit-payload-{kind}", *v("submit", payload=f"'{doc}'"), "payload", kind)
       for kind, doc in [("array", "[]"), ("string", '"x"'), ("number", "1"), ("boolean", "true"),

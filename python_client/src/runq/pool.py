@@ -157,6 +157,7 @@ class WorkerPool:
     sweep_interval: float | None = 5.0
     grace: float = 10.0
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    connect_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._slots = [s if isinstance(s, Slot) else Slot(tuple(s[0]), s[1]) for s in self.slots]
@@ -194,7 +195,8 @@ class WorkerPool:
         with self._inflight_lock:
             leftover = list(self._inflight.values())
         if leftover:
-            with Client.connect(self.conninfo, application_name="runq-pool-release") as client:
+            kwargs = self._connect_kwargs("runq-pool-release")
+            with Client.connect(self.conninfo, **kwargs) as client:
                 for ctx in leftover:
                     ctx._release(client)
                     log.info("released run %s (epoch %s)", ctx.run_id, ctx.epoch)
@@ -206,6 +208,13 @@ class WorkerPool:
                 signal.signal(sig, lambda *_: self.stop())
         self.start()
         self.join()
+
+    def _connect_kwargs(self, application_name: str) -> dict[str, Any]:
+        # No server-side prepared statements: behind PgBouncer in transaction
+        # mode they land on another server connection. They would save little:
+        # each call is one function call, whose plans the server caches.
+        return {"application_name": application_name, "prepare_threshold": None,
+                **self.connect_kwargs}
 
     def inflight(self) -> list[int]:
         with self._inflight_lock:
@@ -220,18 +229,19 @@ class WorkerPool:
         thread.start()
 
     def _guarded(self, target: Callable[..., None], *args: Any) -> None:
-        # A lost connection (server restart, terminated backend) must not end
-        # the pool: log, wait a poll interval, reconnect.
+        # A lost connection (server restart, terminated backend) or any other
+        # database error must not silently shrink the pool: log, wait a poll
+        # interval, reconnect. The queue's state is all in the database.
         while not self._stopping.is_set():
             try:
                 target(*args)
                 return
-            except psycopg.OperationalError as error:
+            except psycopg.Error as error:
                 log.warning("%s: %s; reconnecting", threading.current_thread().name, error)
                 self._stopping.wait(self.poll_interval)
 
     def _slot_loop(self, classes: tuple[int, ...]) -> None:
-        with Client.connect(self.conninfo, application_name="runq-pool") as client:
+        with Client.connect(self.conninfo, **self._connect_kwargs("runq-pool")) as client:
             while not self._stopping.is_set():
                 runs = client.claim(classes, worker_id=self.worker_id, lease=self.lease)
                 if not runs:
@@ -267,7 +277,7 @@ class WorkerPool:
 
     def _heartbeat_loop(self) -> None:
         interval = self.lease.total_seconds() / 3
-        with Client.connect(self.conninfo, application_name="runq-pool-heartbeat") as client:
+        with Client.connect(self.conninfo, **self._connect_kwargs("runq-pool-heartbeat")) as client:
             while not self._stopping.wait(interval):
                 with self._inflight_lock:
                     contexts = list(self._inflight.values())
@@ -284,7 +294,7 @@ class WorkerPool:
 
     def _listen_loop(self) -> None:
         with psycopg.connect(self.conninfo, autocommit=True,
-                             application_name="runq-pool-listen") as conn:
+                             **self._connect_kwargs("runq-pool-listen")) as conn:
             conn.execute("LISTEN runq")
             while not self._stopping.is_set():
                 for _ in conn.notifies(timeout=self.poll_interval, stop_after=1):
@@ -293,7 +303,7 @@ class WorkerPool:
 
     def _sweep_loop(self) -> None:
         assert self.sweep_interval
-        with Client.connect(self.conninfo, application_name="runq-pool-sweep") as client:
+        with Client.connect(self.conninfo, **self._connect_kwargs("runq-pool-sweep")) as client:
             while not self._stopping.wait(self.sweep_interval):
                 for action in client.sweep():
                     log.info("sweep: run %s %s", action.run_id, action.action)
