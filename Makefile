@@ -12,13 +12,21 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SERVER = RUNQ_DATABASE_URL="$$(scripts/pg server)"
 
-.PHONY: test demo sql docs pg-start pg-stop
+.PHONY: test demo bench bench-full sql docs pg-start pg-stop
 
 test: $(STAMP)
 	$(SERVER) tests/run
 
 demo: $(STAMP)
 	$(SERVER) scripts/demo
+
+# Benchmarks against the ceiling and a minimal queue, in one run on one server
+# (bench/run.py): a quick pass, and the sizes of the README's table.
+bench: $(STAMP)
+	$(SERVER) $(VENV)/bin/python bench/run.py --out bench/results/quick.md
+
+bench-full: $(STAMP)
+	$(SERVER) $(VENV)/bin/python bench/run.py --full --out bench/results/full.md
 
 # Generated files: committed, and tests fail when they are stale.
 sql:
