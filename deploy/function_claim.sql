@@ -74,8 +74,10 @@ BEGIN
          LIMIT claim.max_runs
            FOR UPDATE SKIP LOCKED
     ), chosen AS (
-        -- The default lease is read inside this statement, not by one more.
-        SELECT coalesce(claim.lease, s.lease) AS lease FROM runq.settings AS s
+        -- The default lease is read inside this statement, not by one more,
+        -- and as a scalar: runq.settings is never analyzed, and a join to it
+        -- would be planned for hundreds of rows.
+        SELECT coalesce(claim.lease, (SELECT s.lease FROM runq.settings AS s)) AS lease
     ), claimed AS (
         UPDATE runq.runs AS r
            SET status = 'running',
