@@ -85,7 +85,7 @@ class Bench:
 
     def reset(self) -> None:
         self.psql("TRUNCATE runq.runs, runq.run_events, runq.checkpoints, runq.inputs,"
-                  " runq.tool_calls, runq.idempotency_keys, bench_minq")
+                  " runq.tool_calls, runq.idempotency_keys, bench_minq RESTART IDENTITY")
         self.psql("VACUUM ANALYZE runq.runs, runq.run_events, bench_minq")
 
     def load_runq(self, n: int, priority: int, *, scheduled: bool = False) -> None:
