@@ -35,7 +35,7 @@ BEGIN
                              coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
     END IF;
 
-    SELECT r.status, r.lease_epoch, r.cancel_requested
+    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;

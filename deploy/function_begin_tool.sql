@@ -70,9 +70,9 @@ BEGIN
            args = excluded.args, outcome = NULL
      WHERE t.status IN ('retryable', 'uncertain')
         OR (t.status = 'started' AND t.epoch = excluded.epoch)
-    RETURNING t.status INTO v_status;
+    RETURNING t.status::text INTO v_status;
     IF NOT FOUND THEN
-        SELECT t.status INTO v_status
+        SELECT t.status::text INTO v_status
           FROM runq.tool_calls AS t
          WHERE t.run_id = begin_tool.run_id AND t.call_id = begin_tool.call_id;
         RAISE EXCEPTION USING ERRCODE = 'RQ004',

@@ -26,7 +26,8 @@ BEGIN
     IF cancel.run_id IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
     END IF;
-    SELECT r.status, r.cancel_requested, r.lease_epoch INTO v_status, v_flagged, v_epoch
+    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint
+      INTO v_status, v_flagged, v_epoch
       FROM runq.runs AS r
      WHERE r.run_id = cancel.run_id
        FOR UPDATE;

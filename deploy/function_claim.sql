@@ -102,9 +102,10 @@ BEGIN
                v_now
           FROM claimed AS c
     )
-    SELECT c.run_id, c.lease_epoch, c.tenant_id, c.session_id, c.kind,
-           c.priority::integer AS priority, c.payload, c.attempts, c.last_checkpoint,
-           c.lease_expires_at
+    SELECT c.run_id, c.lease_epoch::bigint AS lease_epoch, c.tenant_id::text AS tenant_id,
+           c.session_id::text AS session_id, c.kind::text AS kind,
+           c.priority::integer AS priority, c.payload::jsonb AS payload,
+           c.attempts::integer AS attempts, c.last_checkpoint, c.lease_expires_at
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id
     LOOP

@@ -23,10 +23,10 @@ BEGIN
                              coalesce(dead_letter.max_runs::text, 'NULL'));
     END IF;
     RETURN QUERY
-        SELECT r.run_id, r.tenant_id, r.session_id, r.kind, r.status, r.priority::integer,
-               r.attempts, r.max_attempts, r.scheduled_for, r.lease_epoch,
-               r.cancel_requested, r.result, r.failure, r.question, r.created_at,
-               r.updated_at, r.finished_at
+        SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+               r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+               r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
           FROM runq.runs AS r
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC

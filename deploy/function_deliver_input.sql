@@ -24,7 +24,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'input must not be NULL';
     END IF;
 
-    SELECT r.status INTO v_status
+    SELECT r.status::text INTO v_status
       FROM runq.runs AS r
      WHERE r.run_id = deliver_input.run_id
        FOR UPDATE;

@@ -44,7 +44,7 @@ BEGIN
        AND t.call_id = end_tool.call_id
        AND t.status = 'started';
     IF NOT FOUND THEN
-        SELECT t.status INTO v_status
+        SELECT t.status::text INTO v_status
           FROM runq.tool_calls AS t
          WHERE t.run_id = end_tool.run_id AND t.call_id = end_tool.call_id;
         IF v_status IS NULL THEN

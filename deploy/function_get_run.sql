@@ -20,10 +20,10 @@ BEGIN
     IF get_run.run_id IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
     END IF;
-    SELECT r.run_id, r.tenant_id, r.session_id, r.kind, r.status, r.priority::integer,
-           r.attempts, r.max_attempts, r.scheduled_for, r.lease_epoch,
-           r.cancel_requested, r.result, r.failure, r.question, r.created_at,
-           r.updated_at, r.finished_at
+    SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+           r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+           r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+           r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
       INTO v_run
       FROM runq.runs AS r
      WHERE r.run_id = get_run.run_id;

@@ -28,7 +28,7 @@ BEGIN
     IF redrive.run_id IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
     END IF;
-    SELECT r.status, r.tenant_id, r.session_id, r.failure
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
       INTO v_status, v_tenant, v_session, v_failure
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id

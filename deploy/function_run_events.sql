@@ -25,7 +25,7 @@ BEGIN
             MESSAGE = format('run %s not found', run_events.run_id);
     END IF;
     RETURN QUERY
-        SELECT e.event_id, e.epoch, e.type, e.payload, e.created_at
+        SELECT e.event_id, e.epoch::bigint, e.type::text, e.payload::jsonb, e.created_at
           FROM runq.run_events AS e
          WHERE e.run_id = run_events.run_id
          ORDER BY e.event_id;

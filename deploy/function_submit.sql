@@ -125,7 +125,7 @@ BEGIN
 
     -- 2. and 3. The session's active run, if any.
     IF submit.session_id IS NOT NULL THEN
-        SELECT r.run_id, r.status INTO v_active, v_status
+        SELECT r.run_id, r.status::text INTO v_active, v_status
           FROM runq.runs AS r
          WHERE r.tenant_id = submit.tenant_id
            AND r.session_id = submit.session_id

@@ -26,8 +26,8 @@ BEGIN
             MESSAGE = format('run %s not found', tool_calls.run_id);
     END IF;
     RETURN QUERY
-        SELECT t.call_id, t.tool, t.idempotency, t.status, t.epoch, t.args, t.outcome,
-               t.started_at, t.finished_at
+        SELECT t.call_id::text, t.tool::text, t.idempotency::text, t.status::text,
+               t.epoch::bigint, t.args::jsonb, t.outcome, t.started_at, t.finished_at
           FROM runq.tool_calls AS t
          WHERE t.run_id = tool_calls.run_id
          ORDER BY t.started_at, t.call_id;

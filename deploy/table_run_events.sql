@@ -1,5 +1,8 @@
 -- Deploy runq:table_run_events to pg
 -- requires: table_runs
+-- requires: domain_epoch
+-- requires: domain_event_type
+-- requires: domain_json_object
 
 BEGIN;
 
@@ -15,16 +18,10 @@ BEGIN;
 CREATE TABLE runq.run_events (
     run_id      bigint      NOT NULL,
     event_id    bigint      GENERATED ALWAYS AS IDENTITY,
-    epoch       bigint      NOT NULL CHECK (epoch >= 0),
-    created_at  timestamptz NOT NULL,
-    type        text        NOT NULL
-                CHECK (type IN ('run.created', 'run.claimed', 'run.checkpointed',
-                                'run.turn_started', 'run.tool_started', 'run.tool_finished',
-                                'run.tool_uncertain', 'run.waiting_for_user',
-                                'run.input_delivered', 'run.succeeded', 'run.failed',
-                                'run.cancel_requested', 'run.cancelled', 'run.requeued',
-                                'run.fenced', 'run.redriven')),
-    payload     jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(payload) = 'object'),
+    epoch       runq.epoch       NOT NULL,
+    created_at  timestamptz      NOT NULL,
+    type        runq.event_type  NOT NULL,
+    payload     runq.json_object NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, event_id)
 );
 

@@ -1,5 +1,15 @@
 -- Deploy runq:table_runs to pg
 -- requires: schema_runq
+-- requires: domain_identifier
+-- requires: domain_run_status
+-- requires: domain_recovery_policy
+-- requires: domain_priority_class
+-- requires: domain_counter
+-- requires: domain_attempt_limit
+-- requires: domain_epoch
+-- requires: domain_duration
+-- requires: domain_json_object
+-- requires: domain_failure_record
 
 BEGIN;
 
@@ -10,10 +20,13 @@ BEGIN;
 --   * a heartbeat changes only heartbeat_at and lease_expires_at, which no
 --     index covers, so heartbeats are HOT updates (no index writes);
 --   * every column a contract rule needs exists from the first migration:
---     a fencing token cannot be retrofitted onto runs already in flight.
+--     a fencing token cannot be retrofitted onto runs already in flight;
+--   * a column's own rule is its domain's (runq.run_status, ...), checked
+--     only when the column is written; the table CHECKs are the few rules
+--     that tie columns together, which every write must pay for.
 CREATE TABLE runq.runs (
     run_id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    lease_epoch       bigint      NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0),
+    lease_epoch       runq.epoch  NOT NULL DEFAULT 0,
     last_checkpoint   bigint,
     created_at        timestamptz NOT NULL,
     updated_at        timestamptz NOT NULL,
@@ -28,44 +41,26 @@ CREATE TABLE runq.runs (
     heartbeat_at      timestamptz,
     lease_expires_at  timestamptz,
     finished_at       timestamptz,
-    lease             interval    CHECK (lease > interval '0'),
-    queue_ttl         interval    CHECK (queue_ttl > interval '0'),
-    -- A claim adds 1 only up to max_attempts (then the sweep dead-letters the
-    -- run), and input delivery and redrive reset it: bounded by max_attempts,
-    -- an integer argument of runq.submit.
-    -- squawk-ignore prefer-bigint-over-int
-    attempts          integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
-    -- runq.submit takes max_attempts as integer (the contract).
-    -- squawk-ignore prefer-bigint-over-int
-    max_attempts      integer     NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),
-    -- One per chargeable model call of one run: 2^31 of them is out of reach,
-    -- and an overflow would raise in begin_turn, never wrap.
-    -- squawk-ignore prefer-bigint-over-int
-    turns             integer     NOT NULL DEFAULT 0 CHECK (turns >= 0),
-    -- One per tool call of one run; bounded like turns.
-    -- squawk-ignore prefer-bigint-over-int
-    tools_begun       integer     NOT NULL DEFAULT 0 CHECK (tools_begun >= 0),
-    -- The contract fixes classes as smallint values 0..32767 (submit checks).
-    -- squawk-ignore prefer-bigint-over-smallint
-    priority          smallint    NOT NULL CHECK (priority >= 0),
-    cancel_requested  boolean     NOT NULL DEFAULT false,
-    status            text        NOT NULL DEFAULT 'queued'
-                      CHECK (status IN ('queued', 'running', 'waiting_for_user',
-                                        'succeeded', 'failed', 'cancelled')),
-    recovery_policy   text        NOT NULL DEFAULT 'resume'
-                      CHECK (recovery_policy IN ('resume', 'fail', 'zero_work')),
-    tenant_id         text        NOT NULL CHECK (tenant_id <> ''),
-    session_id        text        CHECK (session_id <> ''),
-    kind              text        NOT NULL CHECK (kind <> ''),
+    lease             runq.duration,
+    queue_ttl         runq.duration,
+    -- Counts of one run (bounded by max_attempts, or one per model or tool
+    -- call): integers, as runq.submit takes max_attempts (the contract).
+    attempts          runq.counter         NOT NULL DEFAULT 0,
+    max_attempts      runq.attempt_limit   NOT NULL DEFAULT 3,
+    turns             runq.counter         NOT NULL DEFAULT 0,
+    tools_begun       runq.counter         NOT NULL DEFAULT 0,
+    priority          runq.priority_class  NOT NULL,
+    cancel_requested  boolean              NOT NULL DEFAULT false,
+    status            runq.run_status      NOT NULL DEFAULT 'queued',
+    recovery_policy   runq.recovery_policy NOT NULL DEFAULT 'resume',
+    tenant_id         runq.identifier      NOT NULL,
+    session_id        runq.identifier,
+    kind              runq.identifier      NOT NULL,
     principal_id      text,
     lease_owner       text,
-    payload           jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(payload) = 'object'),
+    payload           runq.json_object     NOT NULL DEFAULT '{}',
     result            jsonb,
-    -- The dead letter's reason: an object with a string code and message.
-    -- coalesce, because a missing key makes the test NULL, which a CHECK passes.
-    failure           jsonb       CHECK (coalesce(jsonb_typeof(failure -> 'code') = 'string'
-                                                  AND jsonb_typeof(failure -> 'message') = 'string',
-                                                  failure IS NULL)),
+    failure           runq.failure_record,
     question          jsonb,
 
     -- The state machine's invariants, so that no bug in a function can store

@@ -1,5 +1,10 @@
 -- Deploy runq:table_tool_calls to pg
 -- requires: table_runs
+-- requires: domain_identifier
+-- requires: domain_epoch
+-- requires: domain_tool_idempotency
+-- requires: domain_tool_call_status
+-- requires: domain_json_object
 
 BEGIN;
 
@@ -9,16 +14,14 @@ BEGIN;
 -- queue cannot know whether a non-idempotent effect happened, and says so.
 CREATE TABLE runq.tool_calls (
     run_id       bigint      NOT NULL REFERENCES runq.runs (run_id),
-    call_id      text        NOT NULL CHECK (call_id <> ''),
-    epoch        bigint      NOT NULL,
+    call_id      runq.identifier       NOT NULL,
+    epoch        runq.epoch            NOT NULL,
     started_at   timestamptz NOT NULL,
     finished_at  timestamptz,
-    tool         text        NOT NULL CHECK (tool <> ''),
-    idempotency  text        NOT NULL
-                 CHECK (idempotency IN ('read_only', 'idempotent', 'non_idempotent')),
-    status       text        NOT NULL DEFAULT 'started'
-                 CHECK (status IN ('started', 'finished', 'retryable', 'uncertain')),
-    args         jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(args) = 'object'),
+    tool         runq.identifier       NOT NULL,
+    idempotency  runq.tool_idempotency NOT NULL,
+    status       runq.tool_call_status NOT NULL DEFAULT 'started',
+    args         runq.json_object      NOT NULL DEFAULT '{}',
     outcome      jsonb,
     PRIMARY KEY (run_id, call_id),
     CONSTRAINT tool_calls_finished_iff_outcome

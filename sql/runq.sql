@@ -90,6 +90,299 @@ GRANT USAGE ON SCHEMA runq TO runq_admin;
 
 COMMIT;
 
+-- ==== deploy/domain_identifier.sql ====
+
+-- Deploy runq:domain_identifier to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.identifier AS text CHECK (
+    VALUE <> '' AND length(VALUE) <= 256);
+
+COMMENT ON DOMAIN runq.identifier IS
+    'A name given by a client (tenant, session, kind, tool, call): non-empty, at most 256 characters, so every index key fits a B-tree page.';
+
+COMMIT;
+
+-- ==== deploy/domain_run_status.sql ====
+
+-- Deploy runq:domain_run_status to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.run_status AS text CHECK (
+    VALUE IN ('queued', 'running', 'waiting_for_user', 'succeeded',
+              'failed', 'cancelled'));
+
+COMMENT ON DOMAIN runq.run_status IS
+    'A run''s status: queued, running, waiting_for_user (non-terminal), succeeded, failed, cancelled (terminal).';
+
+COMMIT;
+
+-- ==== deploy/domain_recovery_policy.sql ====
+
+-- Deploy runq:domain_recovery_policy to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.recovery_policy AS text CHECK (
+    VALUE IN ('resume', 'fail', 'zero_work'));
+
+COMMENT ON DOMAIN runq.recovery_policy IS
+    'What a lease expiry does to a run: resume (requeue with backoff), fail (orphaned), zero_work (requeue only if it did no work).';
+
+COMMIT;
+
+-- ==== deploy/domain_priority_class.sql ====
+
+-- Deploy runq:domain_priority_class to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.priority_class AS smallint CHECK (
+    VALUE >= 0);
+
+COMMENT ON DOMAIN runq.priority_class IS
+    'A priority class, 0..32767, lower claimed first: 0 interactive, 10 async, 20 maintenance.';
+
+COMMIT;
+
+-- ==== deploy/domain_counter.sql ====
+
+-- Deploy runq:domain_counter to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.counter AS integer CHECK (
+    VALUE >= 0);
+
+COMMENT ON DOMAIN runq.counter IS
+    'A count that starts at 0.';
+
+COMMIT;
+
+-- ==== deploy/domain_attempt_limit.sql ====
+
+-- Deploy runq:domain_attempt_limit to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.attempt_limit AS integer CHECK (
+    VALUE >= 1);
+
+COMMENT ON DOMAIN runq.attempt_limit IS
+    'max_attempts: how many times a run may execute, at least 1.';
+
+COMMIT;
+
+-- ==== deploy/domain_epoch.sql ====
+
+-- Deploy runq:domain_epoch to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.epoch AS bigint CHECK (
+    VALUE >= 0);
+
+COMMENT ON DOMAIN runq.epoch IS
+    'A lease epoch, the fencing token: 0 before the first claim, +1 per claim.';
+
+COMMIT;
+
+-- ==== deploy/domain_duration.sql ====
+
+-- Deploy runq:domain_duration to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.duration AS interval CHECK (
+    VALUE > interval '0');
+
+COMMENT ON DOMAIN runq.duration IS
+    'A positive length of time (a lease, a queue TTL).';
+
+COMMIT;
+
+-- ==== deploy/domain_json_object.sql ====
+
+-- Deploy runq:domain_json_object to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.json_object AS jsonb CHECK (
+    jsonb_typeof(VALUE) = 'object');
+
+COMMENT ON DOMAIN runq.json_object IS
+    'A jsonb object (payloads, tool arguments).';
+
+COMMIT;
+
+-- ==== deploy/domain_failure_record.sql ====
+
+-- Deploy runq:domain_failure_record to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.failure_record AS jsonb CHECK (
+    coalesce(jsonb_typeof(VALUE -> 'code') = 'string' AND jsonb_typeof(VALUE -> 'message') = 'string', VALUE IS NULL));
+
+COMMENT ON DOMAIN runq.failure_record IS
+    'Why a run is in the dead letter: an object with at least a string code and a string message.';
+
+COMMIT;
+
+-- ==== deploy/domain_event_type.sql ====
+
+-- Deploy runq:domain_event_type to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.event_type AS text CHECK (
+    VALUE IN ('run.created', 'run.claimed', 'run.checkpointed',
+              'run.turn_started', 'run.tool_started',
+              'run.tool_finished', 'run.tool_uncertain',
+              'run.waiting_for_user', 'run.input_delivered',
+              'run.succeeded', 'run.failed', 'run.cancel_requested',
+              'run.cancelled', 'run.requeued', 'run.fenced',
+              'run.redriven'));
+
+COMMENT ON DOMAIN runq.event_type IS
+    'The type of a run event.';
+
+COMMIT;
+
+-- ==== deploy/domain_tool_idempotency.sql ====
+
+-- Deploy runq:domain_tool_idempotency to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.tool_idempotency AS text CHECK (
+    VALUE IN ('read_only', 'idempotent', 'non_idempotent'));
+
+COMMENT ON DOMAIN runq.tool_idempotency IS
+    'A tool''s declared idempotency class: what a dead lease makes of a call left started.';
+
+COMMIT;
+
+-- ==== deploy/domain_tool_call_status.sql ====
+
+-- Deploy runq:domain_tool_call_status to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- A domain, not a table CHECK: its check runs only when a value of it is
+-- assigned, and from a cached expression. Table CHECKs are rebuilt from
+-- their stored text by every UPDATE and run on every row written, so they
+-- cost the hot path (a heartbeat changes none of these columns). The price
+-- squawk warns of: changing this rule later (ALTER DOMAIN) checks every
+-- column of the domain under lock; a later change adds a new domain instead.
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.tool_call_status AS text CHECK (
+    VALUE IN ('started', 'finished', 'retryable', 'uncertain'));
+
+COMMENT ON DOMAIN runq.tool_call_status IS
+    'What became of a tool call.';
+
+COMMIT;
+
 -- ==== deploy/table_settings.sql ====
 
 -- Deploy runq:table_settings to pg
@@ -130,6 +423,16 @@ COMMIT;
 
 -- Deploy runq:table_runs to pg
 -- requires: schema_runq
+-- requires: domain_identifier
+-- requires: domain_run_status
+-- requires: domain_recovery_policy
+-- requires: domain_priority_class
+-- requires: domain_counter
+-- requires: domain_attempt_limit
+-- requires: domain_epoch
+-- requires: domain_duration
+-- requires: domain_json_object
+-- requires: domain_failure_record
 
 BEGIN;
 
@@ -140,10 +443,13 @@ BEGIN;
 --   * a heartbeat changes only heartbeat_at and lease_expires_at, which no
 --     index covers, so heartbeats are HOT updates (no index writes);
 --   * every column a contract rule needs exists from the first migration:
---     a fencing token cannot be retrofitted onto runs already in flight.
+--     a fencing token cannot be retrofitted onto runs already in flight;
+--   * a column's own rule is its domain's (runq.run_status, ...), checked
+--     only when the column is written; the table CHECKs are the few rules
+--     that tie columns together, which every write must pay for.
 CREATE TABLE runq.runs (
     run_id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    lease_epoch       bigint      NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0),
+    lease_epoch       runq.epoch  NOT NULL DEFAULT 0,
     last_checkpoint   bigint,
     created_at        timestamptz NOT NULL,
     updated_at        timestamptz NOT NULL,
@@ -158,44 +464,26 @@ CREATE TABLE runq.runs (
     heartbeat_at      timestamptz,
     lease_expires_at  timestamptz,
     finished_at       timestamptz,
-    lease             interval    CHECK (lease > interval '0'),
-    queue_ttl         interval    CHECK (queue_ttl > interval '0'),
-    -- A claim adds 1 only up to max_attempts (then the sweep dead-letters the
-    -- run), and input delivery and redrive reset it: bounded by max_attempts,
-    -- an integer argument of runq.submit.
-    -- squawk-ignore prefer-bigint-over-int
-    attempts          integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
-    -- runq.submit takes max_attempts as integer (the contract).
-    -- squawk-ignore prefer-bigint-over-int
-    max_attempts      integer     NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),
-    -- One per chargeable model call of one run: 2^31 of them is out of reach,
-    -- and an overflow would raise in begin_turn, never wrap.
-    -- squawk-ignore prefer-bigint-over-int
-    turns             integer     NOT NULL DEFAULT 0 CHECK (turns >= 0),
-    -- One per tool call of one run; bounded like turns.
-    -- squawk-ignore prefer-bigint-over-int
-    tools_begun       integer     NOT NULL DEFAULT 0 CHECK (tools_begun >= 0),
-    -- The contract fixes classes as smallint values 0..32767 (submit checks).
-    -- squawk-ignore prefer-bigint-over-smallint
-    priority          smallint    NOT NULL CHECK (priority >= 0),
-    cancel_requested  boolean     NOT NULL DEFAULT false,
-    status            text        NOT NULL DEFAULT 'queued'
-                      CHECK (status IN ('queued', 'running', 'waiting_for_user',
-                                        'succeeded', 'failed', 'cancelled')),
-    recovery_policy   text        NOT NULL DEFAULT 'resume'
-                      CHECK (recovery_policy IN ('resume', 'fail', 'zero_work')),
-    tenant_id         text        NOT NULL CHECK (tenant_id <> ''),
-    session_id        text        CHECK (session_id <> ''),
-    kind              text        NOT NULL CHECK (kind <> ''),
+    lease             runq.duration,
+    queue_ttl         runq.duration,
+    -- Counts of one run (bounded by max_attempts, or one per model or tool
+    -- call): integers, as runq.submit takes max_attempts (the contract).
+    attempts          runq.counter         NOT NULL DEFAULT 0,
+    max_attempts      runq.attempt_limit   NOT NULL DEFAULT 3,
+    turns             runq.counter         NOT NULL DEFAULT 0,
+    tools_begun       runq.counter         NOT NULL DEFAULT 0,
+    priority          runq.priority_class  NOT NULL,
+    cancel_requested  boolean              NOT NULL DEFAULT false,
+    status            runq.run_status      NOT NULL DEFAULT 'queued',
+    recovery_policy   runq.recovery_policy NOT NULL DEFAULT 'resume',
+    tenant_id         runq.identifier      NOT NULL,
+    session_id        runq.identifier,
+    kind              runq.identifier      NOT NULL,
     principal_id      text,
     lease_owner       text,
-    payload           jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(payload) = 'object'),
+    payload           runq.json_object     NOT NULL DEFAULT '{}',
     result            jsonb,
-    -- The dead letter's reason: an object with a string code and message.
-    -- coalesce, because a missing key makes the test NULL, which a CHECK passes.
-    failure           jsonb       CHECK (coalesce(jsonb_typeof(failure -> 'code') = 'string'
-                                                  AND jsonb_typeof(failure -> 'message') = 'string',
-                                                  failure IS NULL)),
+    failure           runq.failure_record,
     question          jsonb,
 
     -- The state machine's invariants, so that no bug in a function can store
@@ -315,6 +603,9 @@ COMMIT;
 
 -- Deploy runq:table_run_events to pg
 -- requires: table_runs
+-- requires: domain_epoch
+-- requires: domain_event_type
+-- requires: domain_json_object
 
 BEGIN;
 
@@ -330,16 +621,10 @@ BEGIN;
 CREATE TABLE runq.run_events (
     run_id      bigint      NOT NULL,
     event_id    bigint      GENERATED ALWAYS AS IDENTITY,
-    epoch       bigint      NOT NULL CHECK (epoch >= 0),
-    created_at  timestamptz NOT NULL,
-    type        text        NOT NULL
-                CHECK (type IN ('run.created', 'run.claimed', 'run.checkpointed',
-                                'run.turn_started', 'run.tool_started', 'run.tool_finished',
-                                'run.tool_uncertain', 'run.waiting_for_user',
-                                'run.input_delivered', 'run.succeeded', 'run.failed',
-                                'run.cancel_requested', 'run.cancelled', 'run.requeued',
-                                'run.fenced', 'run.redriven')),
-    payload     jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(payload) = 'object'),
+    epoch       runq.epoch       NOT NULL,
+    created_at  timestamptz      NOT NULL,
+    type        runq.event_type  NOT NULL,
+    payload     runq.json_object NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, event_id)
 );
 
@@ -463,6 +748,11 @@ COMMIT;
 
 -- Deploy runq:table_tool_calls to pg
 -- requires: table_runs
+-- requires: domain_identifier
+-- requires: domain_epoch
+-- requires: domain_tool_idempotency
+-- requires: domain_tool_call_status
+-- requires: domain_json_object
 
 BEGIN;
 
@@ -472,16 +762,14 @@ BEGIN;
 -- queue cannot know whether a non-idempotent effect happened, and says so.
 CREATE TABLE runq.tool_calls (
     run_id       bigint      NOT NULL REFERENCES runq.runs (run_id),
-    call_id      text        NOT NULL CHECK (call_id <> ''),
-    epoch        bigint      NOT NULL,
+    call_id      runq.identifier       NOT NULL,
+    epoch        runq.epoch            NOT NULL,
     started_at   timestamptz NOT NULL,
     finished_at  timestamptz,
-    tool         text        NOT NULL CHECK (tool <> ''),
-    idempotency  text        NOT NULL
-                 CHECK (idempotency IN ('read_only', 'idempotent', 'non_idempotent')),
-    status       text        NOT NULL DEFAULT 'started'
-                 CHECK (status IN ('started', 'finished', 'retryable', 'uncertain')),
-    args         jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(args) = 'object'),
+    tool         runq.identifier       NOT NULL,
+    idempotency  runq.tool_idempotency NOT NULL,
+    status       runq.tool_call_status NOT NULL DEFAULT 'started',
+    args         runq.json_object      NOT NULL DEFAULT '{}',
     outcome      jsonb,
     PRIMARY KEY (run_id, call_id),
     CONSTRAINT tool_calls_finished_iff_outcome
@@ -689,7 +977,7 @@ BEGIN
                              coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
     END IF;
 
-    SELECT r.status, r.lease_epoch, r.cancel_requested
+    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
@@ -1022,7 +1310,7 @@ BEGIN
 
     -- 2. and 3. The session's active run, if any.
     IF submit.session_id IS NOT NULL THEN
-        SELECT r.run_id, r.status INTO v_active, v_status
+        SELECT r.run_id, r.status::text INTO v_active, v_status
           FROM runq.runs AS r
          WHERE r.tenant_id = submit.tenant_id
            AND r.session_id = submit.session_id
@@ -1143,7 +1431,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'input must not be NULL';
     END IF;
 
-    SELECT r.status INTO v_status
+    SELECT r.status::text INTO v_status
       FROM runq.runs AS r
      WHERE r.run_id = deliver_input.run_id
        FOR UPDATE;
@@ -1200,7 +1488,8 @@ BEGIN
     IF cancel.run_id IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
     END IF;
-    SELECT r.status, r.cancel_requested, r.lease_epoch INTO v_status, v_flagged, v_epoch
+    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint
+      INTO v_status, v_flagged, v_epoch
       FROM runq.runs AS r
      WHERE r.run_id = cancel.run_id
        FOR UPDATE;
@@ -1267,10 +1556,10 @@ BEGIN
     IF get_run.run_id IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
     END IF;
-    SELECT r.run_id, r.tenant_id, r.session_id, r.kind, r.status, r.priority::integer,
-           r.attempts, r.max_attempts, r.scheduled_for, r.lease_epoch,
-           r.cancel_requested, r.result, r.failure, r.question, r.created_at,
-           r.updated_at, r.finished_at
+    SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+           r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+           r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+           r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
       INTO v_run
       FROM runq.runs AS r
      WHERE r.run_id = get_run.run_id;
@@ -1320,7 +1609,7 @@ BEGIN
             MESSAGE = format('run %s not found', run_events.run_id);
     END IF;
     RETURN QUERY
-        SELECT e.event_id, e.epoch, e.type, e.payload, e.created_at
+        SELECT e.event_id, e.epoch::bigint, e.type::text, e.payload::jsonb, e.created_at
           FROM runq.run_events AS e
          WHERE e.run_id = run_events.run_id
          ORDER BY e.event_id;
@@ -1442,9 +1731,10 @@ BEGIN
                v_now
           FROM claimed AS c
     )
-    SELECT c.run_id, c.lease_epoch, c.tenant_id, c.session_id, c.kind,
-           c.priority::integer AS priority, c.payload, c.attempts, c.last_checkpoint,
-           c.lease_expires_at
+    SELECT c.run_id, c.lease_epoch::bigint AS lease_epoch, c.tenant_id::text AS tenant_id,
+           c.session_id::text AS session_id, c.kind::text AS kind,
+           c.priority::integer AS priority, c.payload::jsonb AS payload,
+           c.attempts::integer AS attempts, c.last_checkpoint, c.lease_expires_at
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id
     LOOP
@@ -1937,9 +2227,9 @@ BEGIN
            args = excluded.args, outcome = NULL
      WHERE t.status IN ('retryable', 'uncertain')
         OR (t.status = 'started' AND t.epoch = excluded.epoch)
-    RETURNING t.status INTO v_status;
+    RETURNING t.status::text INTO v_status;
     IF NOT FOUND THEN
-        SELECT t.status INTO v_status
+        SELECT t.status::text INTO v_status
           FROM runq.tool_calls AS t
          WHERE t.run_id = begin_tool.run_id AND t.call_id = begin_tool.call_id;
         RAISE EXCEPTION USING ERRCODE = 'RQ004',
@@ -2014,7 +2304,7 @@ BEGIN
        AND t.call_id = end_tool.call_id
        AND t.status = 'started';
     IF NOT FOUND THEN
-        SELECT t.status INTO v_status
+        SELECT t.status::text INTO v_status
           FROM runq.tool_calls AS t
          WHERE t.run_id = end_tool.run_id AND t.call_id = end_tool.call_id;
         IF v_status IS NULL THEN
@@ -2072,8 +2362,8 @@ BEGIN
             MESSAGE = format('run %s not found', tool_calls.run_id);
     END IF;
     RETURN QUERY
-        SELECT t.call_id, t.tool, t.idempotency, t.status, t.epoch, t.args, t.outcome,
-               t.started_at, t.finished_at
+        SELECT t.call_id::text, t.tool::text, t.idempotency::text, t.status::text,
+               t.epoch::bigint, t.args::jsonb, t.outcome, t.started_at, t.finished_at
           FROM runq.tool_calls AS t
          WHERE t.run_id = tool_calls.run_id
          ORDER BY t.started_at, t.call_id;
@@ -2212,7 +2502,7 @@ BEGIN
     IF redrive.run_id IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
     END IF;
-    SELECT r.status, r.tenant_id, r.session_id, r.failure
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
       INTO v_status, v_tenant, v_session, v_failure
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id
@@ -2397,10 +2687,10 @@ BEGIN
                              coalesce(dead_letter.max_runs::text, 'NULL'));
     END IF;
     RETURN QUERY
-        SELECT r.run_id, r.tenant_id, r.session_id, r.kind, r.status, r.priority::integer,
-               r.attempts, r.max_attempts, r.scheduled_for, r.lease_epoch,
-               r.cancel_requested, r.result, r.failure, r.question, r.created_at,
-               r.updated_at, r.finished_at
+        SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+               r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+               r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
           FROM runq.runs AS r
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC

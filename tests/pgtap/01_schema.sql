@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(298);
+SELECT plan(299);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -14,7 +14,17 @@ SELECT tables_are('runq',
           'checkpoints', 'inputs', 'tool_calls']);
 SELECT sequences_are('runq',
     ARRAY['progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
-SELECT types_are('runq', ARRAY['run_info', 'run_event']);
+SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
+                               'priority_class', 'counter', 'attempt_limit', 'epoch', 'duration',
+                               'json_object', 'failure_record', 'event_type', 'tool_idempotency',
+                               'tool_call_status']);
+-- Each column's own rule is a domain (checked only when the column is
+-- written, from a cached expression), not a table CHECK (rebuilt by every
+-- UPDATE of the row).
+SELECT domains_are('runq', ARRAY['identifier', 'run_status', 'recovery_policy', 'priority_class',
+                                 'counter', 'attempt_limit', 'epoch', 'duration', 'json_object',
+                                 'failure_record', 'event_type', 'tool_idempotency',
+                                 'tool_call_status']);
 
 SELECT has_role(r) FROM unnest(ARRAY['runq_worker', 'runq_client', 'runq_admin']) AS r;
 SELECT is((SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE rolname = r), false,
@@ -63,7 +73,7 @@ INSERT INTO expected_columns VALUES
     ('settings', 'backoff_cap',      'interval',                 true),
     ('settings', 'stale_after',      'interval',                 false),
     ('runs', 'run_id',               'bigint',                   true),
-    ('runs', 'lease_epoch',          'bigint',                   true),
+    ('runs', 'lease_epoch',          'runq.epoch',                   true),
     ('runs', 'last_checkpoint',      'bigint',                   false),
     ('runs', 'created_at',           'timestamp with time zone', true),
     ('runs', 'updated_at',           'timestamp with time zone', true),
@@ -73,31 +83,31 @@ INSERT INTO expected_columns VALUES
     ('runs', 'heartbeat_at',         'timestamp with time zone', false),
     ('runs', 'lease_expires_at',     'timestamp with time zone', false),
     ('runs', 'finished_at',          'timestamp with time zone', false),
-    ('runs', 'lease',                'interval',                 false),
-    ('runs', 'queue_ttl',            'interval',                 false),
-    ('runs', 'attempts',             'integer',                  true),
-    ('runs', 'max_attempts',         'integer',                  true),
-    ('runs', 'turns',                'integer',                  true),
-    ('runs', 'tools_begun',          'integer',                  true),
-    ('runs', 'priority',             'smallint',                 true),
+    ('runs', 'lease',                'runq.duration',                 false),
+    ('runs', 'queue_ttl',            'runq.duration',                 false),
+    ('runs', 'attempts',             'runq.counter',                  true),
+    ('runs', 'max_attempts',         'runq.attempt_limit',                  true),
+    ('runs', 'turns',                'runq.counter',                  true),
+    ('runs', 'tools_begun',          'runq.counter',                  true),
+    ('runs', 'priority',             'runq.priority_class',                 true),
     ('runs', 'cancel_requested',     'boolean',                  true),
-    ('runs', 'status',               'text',                     true),
-    ('runs', 'recovery_policy',      'text',                     true),
-    ('runs', 'tenant_id',            'text',                     true),
-    ('runs', 'session_id',           'text',                     false),
-    ('runs', 'kind',                 'text',                     true),
+    ('runs', 'status',               'runq.run_status',                     true),
+    ('runs', 'recovery_policy',      'runq.recovery_policy',                     true),
+    ('runs', 'tenant_id',            'runq.identifier',                     true),
+    ('runs', 'session_id',           'runq.identifier',                     false),
+    ('runs', 'kind',                 'runq.identifier',                     true),
     ('runs', 'principal_id',         'text',                     false),
     ('runs', 'lease_owner',          'text',                     false),
-    ('runs', 'payload',              'jsonb',                    true),
+    ('runs', 'payload',              'runq.json_object',                    true),
     ('runs', 'result',               'jsonb',                    false),
-    ('runs', 'failure',              'jsonb',                    false),
+    ('runs', 'failure',              'runq.failure_record',                    false),
     ('runs', 'question',             'jsonb',                    false),
     ('run_events', 'run_id',         'bigint',                   true),
     ('run_events', 'event_id',       'bigint',                   true),
-    ('run_events', 'epoch',          'bigint',                   true),
+    ('run_events', 'epoch',          'runq.epoch',                   true),
     ('run_events', 'created_at',     'timestamp with time zone', true),
-    ('run_events', 'type',           'text',                     true),
-    ('run_events', 'payload',        'jsonb',                    true),
+    ('run_events', 'type',           'runq.event_type',                     true),
+    ('run_events', 'payload',        'runq.json_object',                    true),
     ('idempotency_keys', 'tenant_id',       'text',                     true),
     ('idempotency_keys', 'principal_id',    'text',                     false),
     ('idempotency_keys', 'idempotency_key', 'text',                     true),
@@ -114,14 +124,14 @@ INSERT INTO expected_columns VALUES
     ('inputs', 'delivered_at',       'timestamp with time zone', true),
     ('inputs', 'input',              'jsonb',                    true),
     ('tool_calls', 'run_id',         'bigint',                   true),
-    ('tool_calls', 'call_id',        'text',                     true),
-    ('tool_calls', 'epoch',          'bigint',                   true),
+    ('tool_calls', 'call_id',        'runq.identifier',                     true),
+    ('tool_calls', 'epoch',          'runq.epoch',                   true),
     ('tool_calls', 'started_at',     'timestamp with time zone', true),
     ('tool_calls', 'finished_at',    'timestamp with time zone', false),
-    ('tool_calls', 'tool',           'text',                     true),
-    ('tool_calls', 'idempotency',    'text',                     true),
-    ('tool_calls', 'status',         'text',                     true),
-    ('tool_calls', 'args',           'jsonb',                    true),
+    ('tool_calls', 'tool',           'runq.identifier',                     true),
+    ('tool_calls', 'idempotency',    'runq.tool_idempotency',                     true),
+    ('tool_calls', 'status',         'runq.tool_call_status',                     true),
+    ('tool_calls', 'args',           'runq.json_object',                    true),
     ('tool_calls', 'outcome',        'jsonb',                    false);
 
 -- 66 type tests, 66 nullability tests.
@@ -199,21 +209,13 @@ SELECT is(
   FROM (VALUES
     ('settings', ARRAY['settings_backoff_base_check', 'settings_check', 'settings_lease_check',
                        'settings_singleton_check', 'settings_stale_after_check']),
-    ('runs', ARRAY['runs_attempts_check', 'runs_expires_with_ttl', 'runs_failure_check',
-                   'runs_failure_iff_failed', 'runs_finished_iff_terminal', 'runs_kind_check',
-                   'runs_lease_check', 'runs_lease_epoch_check', 'runs_leased_iff_running',
-                   'runs_max_attempts_check', 'runs_payload_check', 'runs_priority_check',
-                   'runs_question_iff_waiting', 'runs_queue_ttl_check',
-                   'runs_recovery_policy_check', 'runs_session_id_check', 'runs_status_check',
-                   'runs_tenant_id_check', 'runs_tools_begun_check', 'runs_turns_check']),
-    ('run_events', ARRAY['run_events_epoch_check', 'run_events_payload_check',
-                         'run_events_type_check']),
+    ('runs', ARRAY['runs_expires_with_ttl', 'runs_failure_iff_failed', 'runs_finished_iff_terminal',
+                   'runs_leased_iff_running', 'runs_question_iff_waiting']),
+    ('run_events', ARRAY[]::text[]),
     ('idempotency_keys', ARRAY['idempotency_keys_idempotency_key_check']),
     ('checkpoints', ARRAY[]::text[]),
     ('inputs', ARRAY[]::text[]),
-    ('tool_calls', ARRAY['tool_calls_args_check', 'tool_calls_call_id_check',
-                         'tool_calls_finished_iff_outcome', 'tool_calls_idempotency_check',
-                         'tool_calls_status_check', 'tool_calls_tool_check',
+    ('tool_calls', ARRAY['tool_calls_finished_iff_outcome',
                          'tool_calls_uncertain_only_non_idempotent'])
   ) AS v(tbl, checks);
 
@@ -234,17 +236,17 @@ SELECT indexes_are('runq', 'tool_calls', ARRAY['tool_calls_pkey']);
 SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, idx || ' is defined as designed')
   FROM (VALUES
     ('runs_ready_idx',
-     'CREATE INDEX runs_ready_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE (status = ''queued''::text)'),
+     'CREATE INDEX runs_ready_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE ((status)::text = ''queued''::text)'),
     ('runs_session_active_key',
-     'CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE ((status = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text])) AND (session_id IS NOT NULL))'),
+     'CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text])) AND (session_id IS NOT NULL))'),
     ('runs_held_idx',
-     'CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE (status = ANY (ARRAY[''running''::text, ''waiting_for_user''::text]))'),
+     'CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY[''running''::text, ''waiting_for_user''::text]))'),
     ('runs_queue_expiry_idx',
-     'CREATE INDEX runs_queue_expiry_idx ON runq.runs USING btree (expires_at) WHERE ((status = ''queued''::text) AND (expires_at IS NOT NULL))'),
+     'CREATE INDEX runs_queue_expiry_idx ON runq.runs USING btree (expires_at) WHERE (((status)::text = ''queued''::text) AND (expires_at IS NOT NULL))'),
     ('runs_dead_letter_idx',
-     'CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_at) WHERE (status = ''failed''::text)'),
+     'CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_at) WHERE ((status)::text = ''failed''::text)'),
     ('run_events_fenced_key',
-     'CREATE UNIQUE INDEX run_events_fenced_key ON runq.run_events USING btree (run_id, epoch) WHERE (type = ''run.fenced''::text)'),
+     'CREATE UNIQUE INDEX run_events_fenced_key ON runq.run_events USING btree (run_id, epoch) WHERE ((type)::text = ''run.fenced''::text)'),
     ('idempotency_keys_scope_key',
      'CREATE UNIQUE INDEX idempotency_keys_scope_key ON runq.idempotency_keys USING btree (tenant_id, principal_id, idempotency_key) NULLS NOT DISTINCT'),
     ('idempotency_keys_run_idx',
@@ -289,8 +291,9 @@ VALUES ('schema-t', 'k', 10, now(), now())
 RETURNING run_id AS base_run \gset
 
 SELECT results_eq(
-    format($$SELECT lease_epoch, attempts, max_attempts, turns, tools_begun, cancel_requested,
-                    status, recovery_policy, payload, ready_at = created_at
+    format($$SELECT lease_epoch::bigint, attempts::int, max_attempts::int, turns::int,
+                    tools_begun::int, cancel_requested, status::text, recovery_policy::text,
+                    payload::jsonb, ready_at = created_at
                FROM runq.runs WHERE run_id = %s$$, :base_run),
     $$VALUES (0::bigint, 0, 3, 0, 0, false, 'queued'::text, 'resume'::text, '{}'::jsonb, true)$$,
     'a minimal run defaults to epoch 0, no attempts, max_attempts 3, queued, resume, {} and ready at creation');

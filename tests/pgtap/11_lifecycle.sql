@@ -68,7 +68,7 @@ SELECT is((SELECT status FROM runq.get_run(:r1)), 'running', 'the run is still r
 SELECT is(runq.checkpoint(:r1, 1, '{"step": 1}'), true, 'checkpoint returns true');
 SELECT is(runq.begin_turn(:r1, 1), true, 'begin_turn returns true');
 SELECT is(runq.begin_turn(:r1, 1), true, 'a second begin_turn returns true');
-SELECT is((SELECT turns FROM runq.runs WHERE run_id = :r1), 2, 'begin_turn counts the run''s turns');
+SELECT is((SELECT turns::int FROM runq.runs WHERE run_id = :r1), 2, 'begin_turn counts the run''s turns');
 
 SELECT is(runq.begin_tool(:r1, 1, 'call-1', 'search', 'read_only', '{"q": "x"}'), true,
           'begin_tool returns true');
@@ -235,11 +235,11 @@ SELECT results_eq(
     $$VALUES (NULL::text, 20, 5, now() + interval '1 hour')$$,
     'get_run shows the submitted class, max_attempts and schedule');
 SELECT results_eq(
-    format('SELECT principal_id, recovery_policy, queue_ttl, payload FROM runq.runs WHERE run_id = %s', :r6),
+    format('SELECT principal_id, recovery_policy::text, queue_ttl::interval, payload::jsonb FROM runq.runs WHERE run_id = %s', :r6),
     $$VALUES ('alice'::text, 'zero_work'::text, interval '2 hours', '{"n": 1}'::jsonb)$$,
     'submit stores principal, recovery policy, queue TTL and payload');
 SELECT results_eq(
-    format($$SELECT payload, recovery_policy, queue_ttl, max_attempts FROM runq.runs WHERE run_id = %s$$,
+    format($$SELECT payload::jsonb, recovery_policy::text, queue_ttl::interval, max_attempts::int FROM runq.runs WHERE run_id = %s$$,
            (SELECT run_id FROM runq.submit(tenant_id => 'life', kind => 'bare'))),
     $$VALUES ('{}'::jsonb, 'resume'::text, NULL::interval, 3)$$,
     'submit defaults: payload {}, policy resume, no queue TTL, max_attempts 3');

@@ -42,7 +42,7 @@ SELECT is((SELECT run_id FROM runq.claim(ARRAY[1230])), :f::bigint,
 
 -- Claiming changes status, attempt and epoch of exactly the claimed runs.
 SELECT results_eq(
-    format($$SELECT status, attempts, lease_epoch FROM runq.runs
+    format($$SELECT status::text, attempts::int, lease_epoch::bigint FROM runq.runs
               WHERE run_id IN (%s, %s, %s, %s, %s, %s) ORDER BY run_id$$, :a, :b, :c, :d, :f, :g),
     $$VALUES ('running'::text, 1, 1::bigint), ('running', 1, 1), ('running', 1, 1),
              ('running', 1, 1), ('running', 1, 1), ('running', 1, 1)$$,

@@ -94,7 +94,7 @@ SELECT is(runq.begin_turn(:c2, 1), false, 'begin_turn of a cancel-requested run 
 SELECT is((SELECT status FROM runq.get_run(:c2)), 'cancelled', 'and cancels the run');
 SELECT is(pg_temp.events(:c2), 'run.created@0 run.claimed@1 run.cancel_requested@1 run.cancelled@1',
           'with run.cancelled and no run.turn_started or run.fenced');
-SELECT is((SELECT turns FROM runq.runs WHERE run_id = :c2), 0, 'the turn was not counted');
+SELECT is((SELECT turns::int FROM runq.runs WHERE run_id = :c2), 0, 'the turn was not counted');
 
 SELECT pg_temp.running(1512) AS c3 \gset
 SELECT is(runq.cancel(:c3), 'cancel_requested', 'begin_tool case: cancel requested');

@@ -350,7 +350,7 @@ SELECT epoch AS e FROM runq.claim(ARRAY[3061], lease => interval '1 millisecond'
 DO $$ BEGIN PERFORM pg_sleep(0.005); END $$;
 SELECT is(pg_temp.swept(), ARRAY[:r_2f || ':dead_lettered', :r_2z || ':dead_lettered'],
           'rule 2 first: policy fail and zero_work (no work) with attempts used up are dead_lettered');
-SELECT results_eq(format($$SELECT status, failure ->> 'code' FROM runq.runs
+SELECT results_eq(format($$SELECT status::text, failure ->> 'code' FROM runq.runs
                             WHERE run_id IN (%s, %s) ORDER BY run_id$$, :r_2f, :r_2z),
                   $$VALUES ('failed'::text, 'max_attempts_exceeded'::text),
                            ('failed', 'max_attempts_exceeded')$$,

@@ -71,7 +71,7 @@ SELECT epoch AS e_wait FROM runq.claim(ARRAY[3311], lease => interval '1 hour') 
 SELECT is(runq.ask_user(:r_wait, :e_wait, '{"q": "sure?"}'), true, '(a run asks the user)');
 DO $$ BEGIN PERFORM pg_sleep(0.005); END $$;
 SELECT is(pg_temp.swept(), '{}'::text[], 'running and waiting_for_user runs past their queue_ttl do not expire');
-SELECT is(ARRAY(SELECT status FROM runq.runs WHERE run_id IN (:r_run, :r_wait) ORDER BY run_id),
+SELECT is(ARRAY(SELECT status::text FROM runq.runs WHERE run_id IN (:r_run, :r_wait) ORDER BY run_id),
           ARRAY['running', 'waiting_for_user'], 'they keep their status');
 SELECT is(runq.complete(:r_run, :e_run), true, '(the running run completes)');
 

@@ -161,7 +161,7 @@ BEGIN
     PERFORM runq.cancel(v_id);
 END
 $$;
-SELECT results_eq($$SELECT status, count(*)::int FROM runq.runs WHERE priority = 3410 GROUP BY 1 ORDER BY 1$$,
+SELECT results_eq($$SELECT status::text, count(*)::int FROM runq.runs WHERE priority = 3410 GROUP BY 1 ORDER BY 1$$,
                   $$VALUES ('cancelled'::text, 1), ('failed', 5), ('running', 3), ('succeeded', 1),
                            ('waiting_for_user', 4)$$,
                   'stats fixtures: class 3410 has 5 failed, 4 waiting, 3 running, 1 succeeded, 1 cancelled run');

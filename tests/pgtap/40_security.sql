@@ -234,7 +234,7 @@ SELECT is(:'c1_run'::bigint, :'r1'::bigint, 'claim takes the run, not the fake t
 SELECT is(:'c1_epoch' || '/' || :'c1_attempt', '1/1', 'first claim: epoch 1, attempt 1');
 SELECT is(:'c1_payload'::jsonb, '{"n": 1}'::jsonb, 'the payload is the submitted one');
 SELECT is(:'c1_resumed' || ' ' || :'c1_inputs', 'f []', 'a first claim is not resumed and has no inputs');
-SELECT is((SELECT r.lease FROM runq.runs AS r WHERE r.run_id = :r1), (SELECT s.lease FROM runq.settings AS s),
+SELECT is((SELECT r.lease::interval FROM runq.runs AS r WHERE r.run_id = :r1), (SELECT s.lease FROM runq.settings AS s),
           'the lease is runq.settings'' (not the temp or public settings)');
 SELECT ok(:'hb1' AND NOT :'hb_stale', 'heartbeat: true under the epoch, false under a stale one (bigint = is pg_catalog''s)');
 SELECT ok(:'cp1' AND :'turn1' AND :'tool1' AND :'tool1_end' AND :'asked', 'checkpoint, begin_turn, begin_tool, end_tool, ask_user all apply');

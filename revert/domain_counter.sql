@@ -1,0 +1,7 @@
+-- Revert runq:domain_counter from pg
+
+BEGIN;
+
+DROP DOMAIN runq.counter;
+
+COMMIT;

@@ -1,0 +1,7 @@
+-- Revert runq:domain_duration from pg
+
+BEGIN;
+
+DROP DOMAIN runq.duration;
+
+COMMIT;

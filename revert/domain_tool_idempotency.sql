@@ -1,0 +1,7 @@
+-- Revert runq:domain_tool_idempotency from pg
+
+BEGIN;
+
+DROP DOMAIN runq.tool_idempotency;
+
+COMMIT;
