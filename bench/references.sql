@@ -12,3 +12,47 @@ INSERT INTO bench_ceiling (id) SELECT g FROM generate_series(1, 1000) AS g;
 -- the finished rows.
 CREATE TABLE bench_minq (id bigserial PRIMARY KEY, state smallint NOT NULL DEFAULT 0);
 CREATE INDEX bench_minq_ready ON bench_minq (id) WHERE state = 0;
+
+-- The floor: the minimal queue with only what the runq contract and its
+-- security rules make every call pay, so the cost of each part can be told
+-- apart from the cost of runq's own design. Workers reach it through
+-- SECURITY DEFINER functions with a pinned search_path; every claim bumps a
+-- fencing epoch and every completion asserts it; each transition writes one
+-- event row, in the same statement, into a log keyed like runq.run_events.
+-- No lease, no attempts, no sessions, no checkpoints, no CHECKs.
+CREATE TABLE bench_floor (id bigserial PRIMARY KEY, state smallint NOT NULL DEFAULT 0,
+                          epoch bigint NOT NULL DEFAULT 0);
+CREATE INDEX bench_floor_ready ON bench_floor (id) WHERE state = 0;
+CREATE TABLE bench_floor_events (
+    run_id bigint NOT NULL, event_id bigint GENERATED ALWAYS AS IDENTITY,
+    epoch bigint NOT NULL, created_at timestamptz NOT NULL, type text NOT NULL,
+    payload jsonb NOT NULL DEFAULT '{}', PRIMARY KEY (run_id, event_id));
+
+CREATE FUNCTION bench_floor_claim(OUT run_id bigint, OUT epoch bigint)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    WITH claimed AS (
+        UPDATE public.bench_floor AS q SET state = 1, epoch = q.epoch + 1
+         WHERE q.id = (SELECT f.id FROM public.bench_floor AS f WHERE f.state = 0
+                        ORDER BY f.id LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING q.id, q.epoch
+    ), logged AS (
+        INSERT INTO public.bench_floor_events (run_id, epoch, created_at, type)
+        SELECT c.id, c.epoch, clock_timestamp(), 'run.claimed' FROM claimed AS c
+    )
+    SELECT c.id, c.epoch INTO run_id, epoch FROM claimed AS c;
+END $$;
+
+CREATE FUNCTION bench_floor_complete(run_id bigint, epoch bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    WITH done AS (
+        UPDATE public.bench_floor AS q SET state = 2
+         WHERE q.id = bench_floor_complete.run_id AND q.state = 1
+           AND q.epoch = bench_floor_complete.epoch
+        RETURNING q.id, q.epoch
+    )
+    INSERT INTO public.bench_floor_events (run_id, epoch, created_at, type)
+    SELECT d.id, d.epoch, clock_timestamp(), 'run.succeeded' FROM done AS d;
+    RETURN FOUND;
+END $$;

@@ -6,7 +6,10 @@
 
 Every figure is measured with pgbench (no client library in the way) and
 reported as a ratio to the ceiling (a single-row UPDATE by primary key) and
-to the minimal queue (two columns, FOR UPDATE SKIP LOCKED, nothing else),
+to the minimal queue (two columns, FOR UPDATE SKIP LOCKED, nothing else);
+cycles are also set beside the floor (the minimal queue behind SECURITY
+DEFINER functions with a fencing epoch and one event per transition: what
+the contract and its security rules cost before any design of runq's own),
 medians of interleaved repetitions. Uses RUNQ_DATABASE_URL, or starts the
 throwaway cluster with scripts/pg.
 """
@@ -19,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PGBIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DB = "runq_bench"
+PARTS = ("cycle", "latency", "heartbeat", "soak", "xmin", "submit")
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,8 @@ class Bench:
 
     def psql(self, sql: str, url: str | None = None) -> str:
         return subprocess.run(
-            [str(PGBIN / "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", url or self.url, "-c", sql],
+            [str(PGBIN / "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", url or self.url,
+             "-c", sql],
             check=True, capture_output=True, text=True).stdout.strip()
 
     def setup(self) -> None:
@@ -85,20 +89,24 @@ class Bench:
 
     def reset(self) -> None:
         self.psql("TRUNCATE runq.runs, runq.run_events, runq.checkpoints, runq.inputs,"
-                  " runq.tool_calls, runq.idempotency_keys, bench_minq RESTART IDENTITY")
-        self.psql("VACUUM ANALYZE runq.runs, runq.run_events, bench_minq")
+                  " runq.tool_calls, runq.idempotency_keys, bench_minq,"
+                  " bench_floor, bench_floor_events"
+                  " RESTART IDENTITY")
+        self.psql("VACUUM ANALYZE runq.runs, runq.run_events, bench_minq,"
+                  " bench_floor, bench_floor_events")
 
     def load_runq(self, n: int, priority: int, *, scheduled: bool = False) -> None:
         # Straight into the table, as a bulk load would: submit's own cost is
         # measured on its own below.
         when = "now() + interval '1 day'" if scheduled else "NULL"
         self.psql(
-            "INSERT INTO runq.runs (created_at, updated_at, scheduled_for, priority, tenant_id, kind)"
+            "INSERT INTO runq.runs"
+            " (created_at, updated_at, scheduled_for, priority, tenant_id, kind)"
             f" SELECT clock_timestamp(), now(), {when}, {priority}, 'bench', 'bench.cycle'"
             f" FROM generate_series(1, {n})")
 
-    def load_minq(self, n: int) -> None:
-        self.psql(f"INSERT INTO bench_minq (state) SELECT 0 FROM generate_series(1, {n})")
+    def load_minq(self, n: int, table: str = "bench_minq") -> None:
+        self.psql(f"INSERT INTO {table} (state) SELECT 0 FROM generate_series(1, {n})")
 
     # -- pgbench ----------------------------------------------------------
 
@@ -113,21 +121,21 @@ class Bench:
             args += ["-D", f"{k}={v}"]
         if log_dir:
             args += ["-l", "--log-prefix", os.path.join(log_dir, "tx")]
-        out = subprocess.run(args + [self.url], capture_output=True, text=True)
+        out = subprocess.run([*args, self.url], capture_output=True, text=True, check=False)
         if out.returncode != 0 or "aborted" in out.stdout:
             sys.exit(f"pgbench {script} failed:\n{out.stdout}\n{out.stderr}")
         tps = float(re.search(r"tps = ([\d.]+)", out.stdout).group(1))  # type: ignore[union-attr]
-        latencies: list[float] = []
-        if log_dir:
-            for f in sorted(Path(log_dir).glob("tx*")):
-                for line in f.read_text().splitlines():
-                    fields = line.split()
-                    # client_id transaction_no time script_no time_epoch time_us
-                    latencies.append((int(fields[4]) * 1_000_000 + int(fields[5]), int(fields[2]) / 1000))
-                f.unlink()
-            latencies.sort()
-            return tps, [lat for _, lat in latencies]
-        return tps, latencies
+        if not log_dir:
+            return tps, []
+        timed: list[tuple[int, float]] = []  # (when it started in us, latency in ms)
+        for f in sorted(Path(log_dir).glob("tx*")):
+            for line in f.read_text().splitlines():
+                fields = line.split()
+                # client_id transaction_no time script_no time_epoch time_us
+                timed.append((int(fields[4]) * 1_000_000 + int(fields[5]), int(fields[2]) / 1000))
+            f.unlink()
+        timed.sort()
+        return tps, [lat for _, lat in timed]
 
     def hot_counters(self) -> tuple[int, int]:
         row = self.psql("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
@@ -146,6 +154,9 @@ class Bench:
         if queue == "minq":
             self.load_minq(supply)
             return self.pgbench("cycle_minq.pgbench", clients, seconds=s.seconds)[0]
+        if queue == "floor":
+            self.load_minq(supply, "bench_floor")
+            return self.pgbench("cycle_floor.pgbench", clients, seconds=s.seconds)[0]
         self.load_runq(supply, 10)
         return self.pgbench("cycle_runq.pgbench", clients, seconds=s.seconds)[0]
 
@@ -231,13 +242,14 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="the README's sizes (slow)")
     ap.add_argument("--out", type=Path, help="also write the report here")
-    ap.add_argument("--only", help="comma-separated subset: cycle,latency,heartbeat,soak,xmin,submit")
+    ap.add_argument("--only", help="comma-separated subset of: " + ",".join(PARTS))
     opts = ap.parse_args()
     sizes = FULL if opts.full else QUICK
-    only = set(opts.only.split(",")) if opts.only else {"cycle", "latency", "heartbeat", "soak", "xmin", "submit"}
+    only = set(opts.only.split(",")) if opts.only else set(PARTS)
 
     bench = Bench(server_url(), sizes)
     bench.setup()
@@ -254,15 +266,20 @@ def main() -> None:
         rates: dict[tuple[str, int], list[float]] = {}
         for _ in range(sizes.reps):  # interleaved: each rep measures everything once
             for clients in sizes.clients:
-                for queue in ("ceiling", "minq", "runq"):
+                for queue in ("ceiling", "minq", "floor", "runq"):
                     rates.setdefault((queue, clients), []).append(bench.cycle_rate(queue, clients))
-        say("## Claim + complete cycles per second (median of %d, %d s each)" % (sizes.reps, sizes.seconds))
+        say(f"## Claim + complete cycles per second"
+            f" (median of {sizes.reps}, {sizes.seconds} s each)")
         say("")
-        say("| clients | ceiling (tx/s) | minimal queue | runq | runq / minimal | runq / ceiling |")
-        say("|---:|---:|---:|---:|---:|---:|")
+        say("| clients | ceiling (tx/s) | minimal queue | floor | runq | runq / minimal"
+            " | floor / minimal | runq / floor | runq / ceiling |")
+        say("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for clients in sizes.clients:
-            c, m, r = (statistics.median(rates[(q, clients)]) for q in ("ceiling", "minq", "runq"))
-            say(f"| {clients} | {c:,.0f} | {m:,.0f} | {r:,.0f} | **{r / m:.2f}** | {r / c:.2f} |")
+            c, m, f, r = (statistics.median(rates[(q, clients)])
+                          for q in ("ceiling", "minq", "floor", "runq"))
+            say(f"| {clients} | {c:,.0f} | {m:,.0f} | {f:,.0f} | {r:,.0f} | **{r / m:.2f}**"
+                f" | {f / m:.2f}"
+                f" | {r / f:.2f} | {r / c:.2f} |")
         say("")
 
     if "latency" in only:
@@ -278,7 +295,8 @@ def main() -> None:
         say("| queue | p50 (ms) | p99 (ms) |")
         say("|---|---:|---:|")
         say(f"| empty | {empty[0]:.3f} | {empty[1]:.3f} |")
-        say(f"| {sizes.backlog:,} async queued + {2 * sizes.scheduled:,} scheduled | {full[0]:.3f} | {full[1]:.3f} |")
+        say(f"| {sizes.backlog:,} async queued + {2 * sizes.scheduled:,} scheduled"
+            f" | {full[0]:.3f} | {full[1]:.3f} |")
         say(f"| ratio | {full[0] / empty[0]:.2f} | **{full[1] / empty[1]:.2f}** |")
         say("")
 
@@ -291,7 +309,8 @@ def main() -> None:
 
     if "soak" in only:
         tps, first, last = bench.soak()
-        say(f"## Soak ({sizes.soak_cycles:,} claim/complete cycles, 4 clients, autovacuum at defaults)")
+        say(f"## Soak ({sizes.soak_cycles:,} claim/complete cycles, 4 clients,"
+            " autovacuum at defaults)")
         say("")
         say(f"{tps:,.0f} cycles/s; cycle p50 first 10 % {first:.3f} ms, last 10 % {last:.3f} ms,"
             f" **drift {last / first:.2f}**")

@@ -1,0 +1,98 @@
+"""The benchmark's scripts measure what they say they measure.
+
+bench/run.py is not run in CI (it takes minutes and its figures are ratios,
+not pass/fail), so these tests keep its parts from rotting: every pgbench
+script runs against the references and runq without an error, and a cycle of
+each queue does its whole job: a claim and a completion per run, and for the
+floor and runq one event per transition under the claimed epoch.
+"""
+import os
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+from pgutil import ROOT, psql
+
+PGBENCH = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin")) / "pgbench"
+BENCH = ROOT / "bench"
+CYCLES = 50
+
+
+@pytest.fixture
+def bench_url(db_url: str) -> str:
+    psql(db_url, "-f", str(BENCH / "references.sql"))
+    return db_url
+
+
+def pgbench(url: str, script: str, transactions: int, clients: int = 1, **defines: int) -> None:
+    args = [str(PGBENCH), "-n", "-M", "prepared", "-c", str(clients), "-t", str(transactions),
+            "-f", str(BENCH / script)]
+    for k, v in defines.items():
+        args += ["-D", f"{k}={v}"]
+    out = subprocess.run(args + [url], capture_output=True, text=True)
+    assert out.returncode == 0 and "aborted" not in out.stdout, out.stdout + out.stderr
+    assert f"number of transactions actually processed: {transactions * clients}/" in out.stdout
+
+
+def load_queue(conn: psycopg.Connection, table: str, n: int) -> None:
+    conn.execute(f"INSERT INTO {table} (state) SELECT 0 FROM generate_series(1, %s)", (n,))
+
+
+def test_minimal_queue_cycle_claims_and_finishes_each_row(bench_url: str, conn: psycopg.Connection) -> None:
+    load_queue(conn, "bench_minq", CYCLES + 10)
+    pgbench(bench_url, "cycle_minq.pgbench", CYCLES)
+    assert conn.execute("SELECT state, count(*) FROM bench_minq GROUP BY 1 ORDER BY 1").fetchall() \
+        == [(0, 10), (2, CYCLES)]
+
+
+def test_floor_cycle_fences_and_logs_each_transition(bench_url: str, conn: psycopg.Connection) -> None:
+    load_queue(conn, "bench_floor", CYCLES + 10)
+    pgbench(bench_url, "cycle_floor.pgbench", CYCLES)
+    assert conn.execute("SELECT state, count(*) FROM bench_floor GROUP BY 1 ORDER BY 1").fetchall() \
+        == [(0, 10), (2, CYCLES)]
+    events = conn.execute("SELECT e.type, count(*) FROM bench_floor_events AS e"
+                          " JOIN bench_floor AS q ON q.id = e.run_id AND q.epoch = e.epoch"
+                          " GROUP BY 1 ORDER BY 1").fetchall()
+    assert events == [("run.claimed", CYCLES), ("run.succeeded", CYCLES)]
+    # The fence holds: a completion under a stale epoch changes nothing.
+    run_id, epoch = conn.execute("SELECT * FROM bench_floor_claim()").fetchone()
+    assert conn.execute("SELECT bench_floor_complete(%s, %s)", (run_id, epoch - 1)).fetchone()[0] is False
+    assert conn.execute("SELECT state FROM bench_floor WHERE id = %s", (run_id,)).fetchone()[0] == 1
+    assert conn.execute("SELECT bench_floor_complete(%s, %s)", (run_id, epoch)).fetchone()[0] is True
+
+
+def test_floor_functions_are_definer_with_pinned_search_path(bench_url: str, conn: psycopg.Connection) -> None:
+    rows = conn.execute("SELECT proname, prosecdef, proconfig FROM pg_proc"
+                        " WHERE proname LIKE 'bench_floor_%' ORDER BY 1").fetchall()
+    assert rows == [(name, True, ["search_path=pg_catalog, pg_temp"])
+                    for name in ("bench_floor_claim", "bench_floor_complete")]
+
+
+def test_runq_cycle_claims_and_completes_each_run(bench_url: str, conn: psycopg.Connection) -> None:
+    load_runs(conn, 2 * CYCLES + 10, priority=10)
+    pgbench(bench_url, "cycle_runq.pgbench", CYCLES, clients=2)
+    assert conn.execute("SELECT status::text, count(*) FROM runq.runs GROUP BY 1 ORDER BY 1").fetchall() \
+        == [("queued", 10), ("succeeded", 2 * CYCLES)]
+    events = conn.execute("SELECT e.type::text, count(*) FROM runq.run_events AS e"
+                          " JOIN runq.runs AS r ON r.run_id = e.run_id AND r.lease_epoch = e.epoch"
+                          " GROUP BY 1 ORDER BY 1").fetchall()
+    assert events == [("run.claimed", 2 * CYCLES), ("run.succeeded", 2 * CYCLES)]
+
+
+def test_other_scripts_run(bench_url: str, conn: psycopg.Connection) -> None:
+    pgbench(bench_url, "ceiling.pgbench", CYCLES)
+    load_runs(conn, CYCLES, priority=0)
+    pgbench(bench_url, "claim_interactive.pgbench", CYCLES)
+    pgbench(bench_url, "heartbeat.pgbench", CYCLES, runs=CYCLES)
+    pgbench(bench_url, "submit_one.pgbench", 5)
+    pgbench(bench_url, "submit_batch.pgbench", 2)
+    assert conn.execute("SELECT count(*) FROM runq.runs WHERE status = 'running'"
+                        " AND lease_epoch = 1 AND priority = 0").fetchone()[0] == CYCLES
+    assert conn.execute("SELECT count(*) FROM runq.runs WHERE kind = 'bench.submit'").fetchone()[0] == 205
+
+
+def load_runs(conn: psycopg.Connection, n: int, priority: int) -> None:
+    conn.execute("INSERT INTO runq.runs (created_at, updated_at, priority, tenant_id, kind)"
+                 " SELECT clock_timestamp(), now(), %s, 'bench', 'bench.cycle'"
+                 " FROM generate_series(1, %s)", (priority, n))
