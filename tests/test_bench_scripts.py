@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 from pgutil import ROOT, psql
 
 PGBENCH = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin")) / "pgbench"
@@ -36,7 +37,8 @@ def pgbench(url: str, script: str, transactions: int, clients: int = 1, **define
 
 
 def load_queue(conn: psycopg.Connection, table: str, n: int) -> None:
-    conn.execute(f"INSERT INTO {table} (state) SELECT 0 FROM generate_series(1, %s)", (n,))
+    conn.execute(sql.SQL("INSERT INTO {} (state) SELECT 0 FROM generate_series(1, %s)")
+                 .format(sql.Identifier(table)), (n,))
 
 
 def test_minimal_queue_cycle_claims_and_finishes_each_row(bench_url: str, conn: psycopg.Connection) -> None:
