@@ -9,19 +9,7 @@
 BEGIN;
 SELECT plan(45);
 
--- The events of a run as 'type@epoch', in order.
-CREATE FUNCTION pg_temp.events(bigint) RETURNS text[] LANGUAGE sql AS $$
-    SELECT coalesce(array_agg(e.type || '@' || e.epoch ORDER BY e.event_id), '{}')
-      FROM runq.run_events($1) AS e
-$$;
--- A failure record is complete: code, message, attempt, epoch and the time,
--- which is when the run finished.
-CREATE FUNCTION pg_temp.failure_complete(bigint) RETURNS boolean LANGUAGE sql AS $$
-    SELECT r.failure ?& ARRAY['code', 'message', 'attempt', 'epoch', 'at']
-           AND jsonb_typeof(r.failure -> 'message') = 'string'
-           AND (r.failure ->> 'at')::timestamptz = r.finished_at
-      FROM runq.get_run($1) AS r
-$$;
+\ir helpers/recovery.sql
 
 -- ---------------------------------------------------------------------------
 -- Roles and arguments

@@ -7,11 +7,7 @@
 BEGIN;
 SELECT plan(33);
 
--- The events of a run as 'type@epoch', in order.
-CREATE FUNCTION pg_temp.events(bigint) RETURNS text[] LANGUAGE sql AS $$
-    SELECT coalesce(array_agg(e.type || '@' || e.epoch ORDER BY e.event_id), '{}')
-      FROM runq.run_events($1) AS e
-$$;
+\ir helpers/recovery.sql
 
 -- ---------------------------------------------------------------------------
 -- A run the worker failed (a permanent classification), redriven by an admin
