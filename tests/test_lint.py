@@ -16,6 +16,7 @@ exclusions at all. An exception in a deploy script is a `-- squawk-ignore
 from __future__ import annotations
 
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -127,19 +128,17 @@ def squawk(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def plan_changes() -> tuple[list[str], list[str]]:
-    """The changes of sqitch.plan before its first tag, and after it."""
+    """The deploy scripts (stems: "name", or "name@tag" for a reworked change's
+    earlier version) of the changes before sqitch.plan's first tag, and after it."""
+    stems: list[str] = runpy.run_path(str(ROOT / "scripts" / "gen-sql"))["changes"]()
     before: list[str] = []
-    after: list[str] = []
-    tagged = False
     for line in (ROOT / "sqitch.plan").read_text().splitlines():
         line = line.strip()
-        if not line or line.startswith(("%", "#")):
-            continue
         if line.startswith("@"):
-            tagged = True
-            continue
-        (after if tagged else before).append(line.split()[0])
-    return before, after
+            break
+        if line and not line.startswith(("%", "#")):
+            before.append(line.split()[0])
+    return stems[:len(before)], stems[len(before):]
 
 
 def test_every_deploy_script_is_in_the_plan() -> None:

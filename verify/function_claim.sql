@@ -14,6 +14,8 @@ BEGIN
     ASSERT NOT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE');
     ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
     ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
+    -- The reworked claim, not v0.1.0's: its rows go out by RETURN QUERY.
+    ASSERT (SELECT p.prosrc LIKE '%RETURN QUERY%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
 END $$;
 
 ROLLBACK;

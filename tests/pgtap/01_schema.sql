@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(299);
+SELECT plan(300);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -17,14 +17,14 @@ SELECT sequences_are('runq',
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
                                'priority_class', 'counter', 'attempt_limit', 'epoch', 'duration',
                                'json_object', 'failure_record', 'event_type', 'tool_idempotency',
-                               'tool_call_status']);
+                               'tool_call_status', 'run_shape', 'consistent_run_shape']);
 -- Each column's own rule is a domain (checked only when the column is
 -- written, from a cached expression), not a table CHECK (rebuilt by every
 -- UPDATE of the row).
 SELECT domains_are('runq', ARRAY['identifier', 'run_status', 'recovery_policy', 'priority_class',
                                  'counter', 'attempt_limit', 'epoch', 'duration', 'json_object',
                                  'failure_record', 'event_type', 'tool_idempotency',
-                                 'tool_call_status']);
+                                 'tool_call_status', 'consistent_run_shape']);
 
 SELECT has_role(r) FROM unnest(ARRAY['runq_worker', 'runq_client', 'runq_admin']) AS r;
 SELECT is((SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE rolname = r), false,
@@ -209,8 +209,7 @@ SELECT is(
   FROM (VALUES
     ('settings', ARRAY['settings_backoff_base_check', 'settings_check', 'settings_lease_check',
                        'settings_singleton_check', 'settings_stale_after_check']),
-    ('runs', ARRAY['runs_expires_with_ttl', 'runs_failure_iff_failed', 'runs_finished_iff_terminal',
-                   'runs_leased_iff_running', 'runs_question_iff_waiting']),
+    ('runs', ARRAY['runs_shape_consistent']),
     ('run_events', ARRAY[]::text[]),
     ('idempotency_keys', ARRAY['idempotency_keys_idempotency_key_check']),
     ('checkpoints', ARRAY[]::text[]),
@@ -218,6 +217,16 @@ SELECT is(
     ('tool_calls', ARRAY['tool_calls_finished_iff_outcome',
                          'tool_calls_uncertain_only_non_idempotent'])
   ) AS v(tbl, checks);
+-- runs' one CHECK casts each row's shape to a domain that carries the five
+-- run-state invariants (a domain's constraints are cached per session; a
+-- table CHECK is rebuilt by every UPDATE).
+SELECT is(
+    (SELECT array_agg(c.conname::text ORDER BY c.conname::text)
+       FROM pg_catalog.pg_constraint AS c
+      WHERE c.contypid = 'runq.consistent_run_shape'::regtype),
+    ARRAY['runs_expires_with_ttl', 'runs_failure_iff_failed', 'runs_finished_iff_terminal',
+          'runs_leased_iff_running', 'runs_question_iff_waiting'],
+    'runq.consistent_run_shape carries the five run-state invariants');
 
 -- ---------------------------------------------------------------------------
 -- Indexes: the exact set per table, then each definition (columns, uniqueness,
@@ -360,33 +369,47 @@ SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, queue_ttl, 
                  '23514', NULL, 'a zero queue_ttl is rejected');
 SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, queue_ttl, created_at, updated_at)
                    VALUES ('schema-t', 'k', 10, interval '1 hour', now(), now())$$,
-                 '23514', NULL, 'a queue_ttl without expires_at is rejected');
+                 '23514',
+                 'value for domain runq.consistent_run_shape violates check constraint "runs_expires_with_ttl"',
+                 'a queue_ttl without expires_at is rejected');
 SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, queue_ttl, expires_at, created_at, updated_at)
                   VALUES ('schema-t', 'k', 10, interval '1 hour', now() + interval '1 hour', now(), now())$$,
                 'a queue_ttl with its expires_at is accepted');
 
 -- The state invariants.
 SELECT throws_ok(format('UPDATE runq.runs SET status = ''running'' WHERE run_id = %s', :base_run),
-                 '23514', NULL, 'running without a lease is rejected');
+                 '23514',
+                 'value for domain runq.consistent_run_shape violates check constraint "runs_leased_iff_running"',
+                 'running without a lease is rejected');
 SELECT throws_ok(format($$UPDATE runq.runs SET status = 'running', lease = interval '0',
                           lease_expires_at = now() WHERE run_id = %s$$, :base_run),
                  '23514', NULL, 'a zero lease is rejected');
 SELECT throws_ok(format($$UPDATE runq.runs SET lease = interval '30 seconds',
                           lease_expires_at = now() WHERE run_id = %s$$, :base_run),
-                 '23514', NULL, 'a queued run holding a lease is rejected');
+                 '23514',
+                 'value for domain runq.consistent_run_shape violates check constraint "runs_leased_iff_running"',
+                 'a queued run holding a lease is rejected');
 SELECT lives_ok(format($$UPDATE runq.runs SET status = 'running', lease = interval '30 seconds',
                          lease_expires_at = now() + interval '30 seconds' WHERE run_id = %s$$, :base_run),
                 'running with a lease is accepted');
 SELECT throws_ok(format($$UPDATE runq.runs SET status = 'succeeded', lease = NULL,
                           lease_expires_at = NULL WHERE run_id = %s$$, :base_run),
-                 '23514', NULL, 'a terminal run without finished_at is rejected');
+                 '23514',
+                 'value for domain runq.consistent_run_shape violates check constraint "runs_finished_iff_terminal"',
+                 'a terminal run without finished_at is rejected');
 SELECT throws_ok(format($$UPDATE runq.runs SET finished_at = now() WHERE run_id = %s$$, :base_run),
-                 '23514', NULL, 'a non-terminal run with finished_at is rejected');
+                 '23514',
+                 'value for domain runq.consistent_run_shape violates check constraint "runs_finished_iff_terminal"',
+                 'a non-terminal run with finished_at is rejected');
 SELECT throws_ok(format($$UPDATE runq.runs SET failure = '{"code": "x", "message": "x"}' WHERE run_id = %s$$, :base_run),
-                 '23514', NULL, 'a failure on a run that is not failed is rejected');
+                 '23514',
+                 'value for domain runq.consistent_run_shape violates check constraint "runs_failure_iff_failed"',
+                 'a failure on a run that is not failed is rejected');
 SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, finished_at, created_at, updated_at)
                    VALUES ('schema-t', 'k', 10, 'failed', now(), now(), now())$$,
-                 '23514', NULL, 'a failed run without failure is rejected');
+                 '23514',
+                 'value for domain runq.consistent_run_shape violates check constraint "runs_failure_iff_failed"',
+                 'a failed run without failure is rejected');
 SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, finished_at, failure, created_at, updated_at)
                    VALUES ('schema-t', 'k', 10, 'failed', now(), '{"code": "x"}', now(), now())$$,
                  '23514', NULL, 'a failure without message is rejected');
@@ -404,10 +427,14 @@ SELECT lives_ok(format($$UPDATE runq.runs SET status = 'failed', lease = NULL, l
                 'a failed run with a code and a message is accepted');
 SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, status, created_at, updated_at)
                    VALUES ('schema-t', 'k', 10, 'waiting_for_user', now(), now())$$,
-                 '23514', NULL, 'waiting_for_user without a question is rejected');
+                 '23514',
+                 'value for domain runq.consistent_run_shape violates check constraint "runs_question_iff_waiting"',
+                 'waiting_for_user without a question is rejected');
 SELECT throws_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, question, created_at, updated_at)
                    VALUES ('schema-t', 'k', 10, '{"q": 1}', now(), now())$$,
-                 '23514', NULL, 'a question on a run that is not waiting is rejected');
+                 '23514',
+                 'value for domain runq.consistent_run_shape violates check constraint "runs_question_iff_waiting"',
+                 'a question on a run that is not waiting is rejected');
 
 -- ---------------------------------------------------------------------------
 -- runs: one non-terminal run per (tenant_id, session_id)
