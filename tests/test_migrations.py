@@ -103,6 +103,45 @@ def test_deploy_revert_deploy_round_trip(server_url: str, clone) -> None:
     sqitch("deploy", url)  # sqitch.conf: deploy.verify = true
 
 
+# Runs in every status, made through the functions of the release: what a
+# live database holds when a later change is deployed onto it.
+RUNS_IN_EVERY_STATUS = """
+SELECT runq.submit('up', 'k', session_id => s) FROM unnest(ARRAY['run', 'done', 'dead', 'ask', 'wait']) AS s;
+CREATE TEMP TABLE c AS SELECT run_id, epoch, session_id FROM runq.claim(ARRAY[10], 'w', max_runs => 5);
+SELECT runq.checkpoint(run_id, epoch, '{"step": 1}') FROM c WHERE session_id = 'ask';
+SELECT runq.ask_user(run_id, epoch, '{"q": "?"}') FROM c WHERE session_id IN ('ask', 'wait');
+SELECT runq.deliver_input(run_id, '{"a": 1}') FROM c WHERE session_id = 'ask';
+SELECT runq.complete(run_id, epoch, '{"ok": true}') FROM c WHERE session_id = 'done';
+SELECT runq.fail(run_id, epoch, '{"code": "boom", "message": "m"}') FROM c WHERE session_id = 'dead';
+SELECT runq.submit('up', 'k', session_id => 'queued');
+SELECT runq.submit('up', 'k', session_id => 'ttl', queue_ttl => interval '1 hour');
+SELECT runq.submit('up', 'k', scheduled_for => now() + interval '1 day');
+SELECT runq.cancel(run_id) FROM runq.submit('up', 'k', session_id => 'cancel');
+"""
+
+
+def test_upgrade_from_the_release_keeps_runs_and_reverts(clone) -> None:
+    # Each later change is deployed onto a database of the release holding
+    # runs in every status, verified, and reverted with those runs in place.
+    released = next(line.split()[0] for line in (ROOT / "sqitch.plan").read_text().splitlines()
+                    if line.startswith("@"))
+    url = clone("template0")
+    sqitch("deploy", url, "--to", released)
+    psql(url, "-v", "ON_ERROR_STOP=1", "-c", RUNS_IN_EVERY_STATUS)
+    before = query(url, "SELECT run_id, status FROM runq.runs ORDER BY run_id")
+    assert {r.split("|")[1] for r in before} == {
+        "queued", "running", "waiting_for_user", "succeeded", "failed", "cancelled"}
+    sqitch("deploy", url)  # verifies each change
+    assert query(url, "SELECT run_id, status FROM runq.runs ORDER BY run_id") == before
+    # The upgraded functions run on the old rows: the requeued run resumes with
+    # its checkpoint and the input delivered after it.
+    assert query(url, "SELECT checkpoint, inputs, resumed FROM runq.claim(ARRAY[10], 'w2')") == [
+        '{"step": 1}|[{"a": 1}]|t']
+    sqitch("revert", url, "--to", released, "-y")
+    assert query(url, "SELECT count(*) FROM runq.runs") == [str(len(before))]
+    sqitch("verify", url)
+
+
 @pytest.mark.parametrize("index", range(len(CHANGES)), ids=CHANGES)
 def test_verify_fails_without_its_object(index: int, sqitch_db: str, clone) -> None:
     # Revert every later change (newest first) so nothing depends on this
