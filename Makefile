@@ -12,7 +12,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SERVER = RUNQ_DATABASE_URL="$$(scripts/pg server)"
 
-.PHONY: test demo bench bench-full sql docs pg-start pg-stop
+.PHONY: test demo bench bench-full bench-cpu sql docs pg-start pg-stop
 
 test: $(STAMP)
 	$(SERVER) tests/run
@@ -27,6 +27,11 @@ bench: $(STAMP)
 
 bench-full: $(STAMP)
 	$(SERVER) $(VENV)/bin/python bench/run.py --full --out bench/results/full.md
+
+# Backend CPU per cycle (bench/cpu.py), to judge a hot-path change against a
+# commit: make bench-cpu REV=8ce5eac
+bench-cpu: $(STAMP)
+	$(SERVER) $(VENV)/bin/python bench/cpu.py --cycles 8000 --reps 9 $(if $(REV),--rev $(REV))
 
 # Generated files: committed, and tests fail when they are stale.
 sql:

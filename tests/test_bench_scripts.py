@@ -8,6 +8,7 @@ floor and runq one event per transition under the claimed epoch.
 """
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -98,3 +99,19 @@ def load_runs(conn: psycopg.Connection, n: int, priority: int) -> None:
     conn.execute("INSERT INTO runq.runs (created_at, updated_at, priority, tenant_id, kind)"
                  " SELECT clock_timestamp(), now(), %s, 'bench', 'bench.cycle'"
                  " FROM generate_series(1, %s)", (priority, n))
+
+
+def test_cpu_per_cycle_reports_each_queue(server_url: str) -> None:
+    # bench/cpu.py is how a hot-path change is judged (backend CPU per cycle):
+    # it must measure every queue, and runq at a revision, with a real count.
+    out = subprocess.run([sys.executable, str(BENCH / "cpu.py"), "--rev", "HEAD",
+                          "--cycles", "300", "--reps", "1"],
+                         env={**os.environ, "RUNQ_DATABASE_URL": server_url},
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {line.split("|")[1].strip(): float(line.split("|")[2])
+            for line in out.stdout.splitlines() if line.startswith("| ") and "µs" not in line
+            and "---" not in line}
+    assert set(rows) == {"minimal queue", "floor", "runq (working tree)", "runq at HEAD"}, out.stdout
+    assert all(us > 0 for us in rows.values()), out.stdout
+    assert rows["runq (working tree)"] > rows["minimal queue"], out.stdout
