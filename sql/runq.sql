@@ -938,7 +938,7 @@ COMMENT ON FUNCTION runq._resolve_tool_calls(bigint[], timestamptz) IS
 
 COMMIT;
 
--- ==== deploy/function__refuse.sql ====
+-- ==== deploy/function__refuse@v0.1.0.sql ====
 
 -- Deploy runq:function__refuse to pg
 -- requires: table_runs
@@ -1181,7 +1181,7 @@ COMMENT ON FUNCTION runq._deliver_input(bigint, jsonb, timestamptz) IS
 
 COMMIT;
 
--- ==== deploy/function_submit.sql ====
+-- ==== deploy/function_submit@v0.1.0.sql ====
 
 -- Deploy runq:function_submit to pg
 -- requires: table_runs
@@ -3035,5 +3035,439 @@ GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer) TO runq
 COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer) IS
 $c$Claim up to max_runs queued runs whose priority class is in classes and whose scheduled_for is NULL or past, lowest class first, then oldest. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
 Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years).$c$;
+
+COMMIT;
+
+-- ==== deploy/function__refuse.sql ====
+
+-- Deploy runq:function__refuse to pg
+-- requires: table_runs
+-- requires: index_run_events_fenced
+-- requires: function__resolve_tool_calls
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The slow path of every worker write whose fenced statement matched no row.
+-- Why it matched nothing decides the answer:
+--   * no such run                      -> RQ003 (only a run that exists can fence);
+--   * ours, but cancel was requested   -> the run becomes cancelled now, in this
+--     (when the write honours cancel)     statement's transaction; false;
+--   * anything else (other epoch, not running) -> one run.fenced per run and
+--     stale epoch; false. The run itself is not touched.
+-- Epochs only grow and a run never returns to 'running' under an old epoch, so
+-- the state read here cannot turn back into a match.
+--
+-- Reworked after v0.1.0, when runq.purge began to delete runs: the run is read
+-- FOR KEY SHARE, so it cannot be purged between this read and the commit of
+-- the run.fenced event.
+CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_epoch   bigint;
+    v_cancel  boolean;
+BEGIN
+    -- A NULL id or epoch matched nothing in the caller's fence; say why here,
+    -- off the hot path.
+    IF _refuse.run_id IS NULL OR _refuse.epoch IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('%s needs a run_id and an epoch, got run_id %s and epoch %s', operation,
+                             coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
+    END IF;
+
+    -- FOR KEY SHARE: the run.fenced event below has no foreign key to runs
+    -- (a hot-path cost), so the run must not be purged before this commits.
+    -- It waits only for a purge or a delete of the run, never for its worker.
+    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
+      INTO v_status, v_epoch, v_cancel
+      FROM runq.runs AS r
+     WHERE r.run_id = _refuse.run_id
+       FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ003',
+            MESSAGE = format('run %s not found', _refuse.run_id);
+    END IF;
+
+    IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        WITH cancelled AS (
+            UPDATE runq.runs AS r
+               SET status = 'cancelled', lease_expires_at = NULL,
+                   finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = _refuse.run_id
+               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+               AND r.cancel_requested
+            RETURNING r.run_id, r.lease_epoch
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.cancelled',
+               jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation), v_now
+          FROM cancelled AS c;
+        IF FOUND THEN
+            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            RETURN false;
+        END IF;
+    END IF;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (_refuse.run_id, _refuse.epoch, 'run.fenced',
+            jsonb_build_object('operation', operation, 'current_epoch', v_epoch,
+                               'status', v_status),
+            v_now)
+    ON CONFLICT (run_id, epoch) WHERE type = 'run.fenced' DO NOTHING;
+    RETURN false;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
+    'Internal: answers a worker write that its fence refused: RQ003, cancellation, or one run.fenced event.';
+
+COMMIT;
+
+-- ==== deploy/function_submit.sql ====
+
+-- Deploy runq:function_submit to pg
+-- requires: table_runs
+-- requires: index_runs_session_active
+-- requires: table_run_events
+-- requires: table_idempotency_keys
+-- requires: function__request_hash
+-- requires: function__deliver_input
+-- requires: role_runq_client
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters. Routes a request, in one transaction, in this order:
+--   1. idempotency key seen before: same request hash -> the original run,
+--      'duplicate'; other hash -> RQ001. The key row is inserted first with
+--      ON CONFLICT DO NOTHING, so of two concurrent submits with one key the
+--      second waits for the first and then sees its outcome.
+--   2. the session's active run is waiting_for_user -> the payload is its
+--      input, 'input_delivered' (locks that run).
+--   3. the session's active run is queued or running -> RQ002.
+--   4. a new queued run, 'created'. The partial unique index is the arbiter:
+--      a concurrent submit that won the session makes this one RQ002.
+-- Raises 22023 for bad arguments, RQ001, RQ002. Notifies channel runq.
+--
+-- Reworked after v0.1.0, when runq.purge began to delete keys: a key deleted
+-- between the insert that met it and the read of it is taken again, instead
+-- of answering 'duplicate' with no run.
+CREATE OR REPLACE FUNCTION runq.submit(
+    tenant_id        text,
+    kind             text,
+    payload          jsonb       DEFAULT '{}',
+    session_id       text        DEFAULT NULL,
+    priority         integer     DEFAULT 10,
+    idempotency_key  text        DEFAULT NULL,
+    principal_id     text        DEFAULT NULL,
+    scheduled_for    timestamptz DEFAULT NULL,
+    max_attempts     integer     DEFAULT 3,
+    recovery_policy  text        DEFAULT 'resume',
+    queue_ttl        interval    DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, outcome text)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now       timestamptz := clock_timestamp();
+    v_hash      bytea;
+    v_key_hash  bytea;
+    v_key_run   bigint;
+    v_active    bigint;
+    v_status    text;
+    v_run_id    bigint;
+BEGIN
+    -- Identifiers are bounded so that every index key fits a B-tree page,
+    -- whatever their encoding, and messages quote at most 100 characters.
+    IF submit.tenant_id IS NULL OR length(submit.tenant_id) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('tenant_id must be 1 to 256 characters, got %L', left(submit.tenant_id, 100));
+    ELSIF submit.kind IS NULL OR length(submit.kind) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('kind must be 1 to 256 characters, got %L', left(submit.kind, 100));
+    ELSIF submit.payload IS NULL OR jsonb_typeof(submit.payload) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('payload must be a jsonb object, got %s',
+                             coalesce(jsonb_typeof(submit.payload), 'NULL'));
+    ELSIF length(submit.session_id) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('session_id must be NULL or 1 to 256 characters, got %L',
+                             left(submit.session_id, 100));
+    ELSIF submit.priority IS NULL OR submit.priority NOT BETWEEN 0 AND 32767 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('priority must be between 0 and 32767, got %s',
+                             coalesce(submit.priority::text, 'NULL'));
+    ELSIF length(submit.idempotency_key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('idempotency_key must be NULL or 1 to 256 characters, got %L',
+                             left(submit.idempotency_key, 100));
+    ELSIF length(submit.principal_id) > 256 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('principal_id must be NULL or at most 256 characters, got %L',
+                             left(submit.principal_id, 100));
+    ELSIF NOT isfinite(submit.scheduled_for) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('scheduled_for must be NULL or a finite time, got %s', submit.scheduled_for);
+    ELSIF submit.max_attempts IS NULL OR submit.max_attempts < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('max_attempts must be at least 1, got %s',
+                             coalesce(submit.max_attempts::text, 'NULL'));
+    ELSIF submit.recovery_policy IS NULL
+          OR submit.recovery_policy NOT IN ('resume', 'fail', 'zero_work') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('recovery_policy must be resume, fail or zero_work, got %L',
+                             left(submit.recovery_policy, 100));
+    ELSIF submit.queue_ttl <= interval '0' OR submit.queue_ttl >= interval '1000 years' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('queue_ttl must be positive and under 1000 years, got %s', submit.queue_ttl);
+    END IF;
+
+    -- 1. Idempotency.
+    IF submit.idempotency_key IS NOT NULL THEN
+        v_hash := runq._request_hash(submit.kind, submit.payload, submit.session_id,
+                                     submit.priority, submit.scheduled_for,
+                                     submit.max_attempts, submit.recovery_policy,
+                                     submit.queue_ttl);
+        -- A purge can delete the key, with its finished run, between the
+        -- insert that met it and the read below: the key is free then, so
+        -- this submit tries to take it again.
+        LOOP
+            INSERT INTO runq.idempotency_keys
+                   (tenant_id, principal_id, idempotency_key, request_hash, created_at)
+            VALUES (submit.tenant_id, submit.principal_id, submit.idempotency_key, v_hash, v_now)
+            ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key DO NOTHING;
+            EXIT WHEN FOUND;
+            SELECT k.request_hash, k.run_id INTO v_key_hash, v_key_run
+              FROM runq.idempotency_keys AS k
+             WHERE k.tenant_id = submit.tenant_id
+               AND k.idempotency_key = submit.idempotency_key
+               AND (k.principal_id = submit.principal_id
+                    OR (k.principal_id IS NULL AND submit.principal_id IS NULL));
+            IF FOUND THEN
+                IF v_key_hash <> v_hash THEN
+                    RAISE EXCEPTION USING ERRCODE = 'RQ001',
+                        MESSAGE = format('idempotency key %L of tenant %s was used for another request',
+                                         submit.idempotency_key, submit.tenant_id),
+                        DETAIL = format('The key belongs to run %s.', v_key_run),
+                        HINT = 'Use a new key for a new request.';
+                END IF;
+                RETURN QUERY SELECT v_key_run, 'duplicate'::text;
+                RETURN;
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- 2. and 3. The session's active run, if any.
+    IF submit.session_id IS NOT NULL THEN
+        SELECT r.run_id, r.status::text INTO v_active, v_status
+          FROM runq.runs AS r
+         WHERE r.tenant_id = submit.tenant_id
+           AND r.session_id = submit.session_id
+           AND r.status IN ('queued', 'running', 'waiting_for_user')
+           FOR UPDATE;
+        IF v_status = 'waiting_for_user' THEN
+            PERFORM runq._deliver_input(v_active, submit.payload, v_now);
+            v_run_id := v_active;
+            outcome := 'input_delivered';
+        ELSIF v_status IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('session %s of tenant %s already has active run %s',
+                                 submit.session_id, submit.tenant_id, v_active),
+                DETAIL = format('Run %s is %s.', v_active, v_status),
+                HINT = 'Wait for it to finish, or cancel it.';
+        END IF;
+    END IF;
+
+    -- 4. A new run.
+    IF v_run_id IS NULL THEN
+        WITH created AS (
+            INSERT INTO runq.runs AS r
+                   (created_at, updated_at, scheduled_for, expires_at, queue_ttl,
+                    max_attempts, priority, recovery_policy, tenant_id, session_id,
+                    kind, principal_id, payload)
+            VALUES (v_now, v_now, submit.scheduled_for, v_now + submit.queue_ttl,
+                    submit.queue_ttl, submit.max_attempts, submit.priority,
+                    submit.recovery_policy, submit.tenant_id, submit.session_id,
+                    submit.kind, submit.principal_id, submit.payload)
+            ON CONFLICT (tenant_id, session_id)
+               WHERE status IN ('queued', 'running', 'waiting_for_user')
+                 AND session_id IS NOT NULL
+               DO NOTHING
+            RETURNING r.run_id
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, 0, 'run.created',
+               jsonb_strip_nulls(jsonb_build_object(
+                   'kind', submit.kind, 'priority', submit.priority,
+                   'session_id', submit.session_id,
+                   'idempotency_key', submit.idempotency_key,
+                   'scheduled_for', submit.scheduled_for)),
+               v_now
+          FROM created AS c
+        RETURNING run_events.run_id INTO v_run_id;
+
+        IF v_run_id IS NULL THEN
+            -- Another transaction took the session between our look and our insert.
+            SELECT r.run_id INTO v_active
+              FROM runq.runs AS r
+             WHERE r.tenant_id = submit.tenant_id
+               AND r.session_id = submit.session_id
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('session %s of tenant %s already has active run %s',
+                                 submit.session_id, submit.tenant_id, v_active),
+                DETAIL = format('Run %s was created by a concurrent submit.', v_active),
+                HINT = 'Wait for it to finish, or cancel it.';
+        END IF;
+        outcome := 'created';
+        IF submit.scheduled_for IS NULL OR submit.scheduled_for <= v_now THEN
+            PERFORM pg_notify('runq', '');
+        END IF;
+    END IF;
+
+    IF submit.idempotency_key IS NOT NULL THEN
+        UPDATE runq.idempotency_keys AS k
+           SET run_id = v_run_id
+         WHERE k.tenant_id = submit.tenant_id
+           AND k.idempotency_key = submit.idempotency_key
+           AND (k.principal_id = submit.principal_id
+                OR (k.principal_id IS NULL AND submit.principal_id IS NULL));
+    END IF;
+
+    run_id := v_run_id;
+    RETURN NEXT;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval)
+    TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval) IS
+$c$Submit a run, or route the request to the session's waiting run.
+Returns (run_id, outcome): outcome is created, duplicate (same idempotency key and request: the original run, nothing changed) or input_delivered (the session's waiting_for_user run got payload as input and is queued again).
+priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired.
+Identifiers (tenant_id, kind, session_id, idempotency_key, principal_id) are at most 256 characters.
+Raises RQ001 (idempotency key reused for another request), RQ002 (the session has a queued or running run), 22023 (bad argument).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_purge.sql ====
+
+-- Deploy runq:function_purge to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_checkpoints
+-- requires: table_inputs
+-- requires: table_tool_calls
+-- requires: table_idempotency_keys
+-- requires: role_runq_admin
+-- requires: function_submit
+-- requires: function__refuse
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators, on a timer, to keep runs from growing without end: runq
+-- itself never deletes a run. One statement deletes a batch of old finished
+-- runs with everything that hangs off them; callers repeat until it returns
+-- 0, so no call holds locks or bloats WAL for long.
+--
+-- Candidates are walked in run_id order through runs_pkey, not through an
+-- index on finished_at: such an index would cost every complete an index
+-- write, and old runs are the low run_ids anyway. The price: a call that
+-- finds fewer than max_runs has walked every run it keeps. Rows are taken
+-- FOR UPDATE SKIP LOCKED, so purges on several sessions split the work, and a
+-- failed run being redriven is left alone. The children go first in the same
+-- statement: the foreign keys into runs are NO ACTION, checked at its end.
+-- The two paths that could meet a run while it is purged are reworked with
+-- it: submit takes a purged idempotency key again, and _refuse locks the run
+-- before it logs run.fenced (run_events has no foreign key).
+-- Raises 22023 for bad arguments.
+CREATE FUNCTION runq.purge(
+    older_than     interval,
+    max_runs       integer DEFAULT 1000,
+    include_failed boolean DEFAULT false)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_purged bigint;
+    v_cutoff timestamptz;
+BEGIN
+    IF purge.older_than IS NULL OR purge.older_than < interval '0'
+       OR purge.older_than >= interval '1000 years' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('older_than must be at least 0 and under 1000 years, got %s',
+                             coalesce(purge.older_than::text, 'NULL'));
+    ELSIF purge.max_runs IS NULL OR purge.max_runs < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('max_runs must be at least 1, got %s',
+                             coalesce(purge.max_runs::text, 'NULL'));
+    ELSIF purge.include_failed IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'include_failed must be true or false, got NULL';
+    END IF;
+    v_cutoff := clock_timestamp() - purge.older_than;
+
+    WITH doomed AS (
+        SELECT r.run_id
+          FROM runq.runs AS r
+         WHERE (r.status IN ('succeeded', 'cancelled')
+                OR purge.include_failed AND r.status = 'failed')
+           AND r.finished_at < v_cutoff
+         ORDER BY r.run_id
+         LIMIT purge.max_runs
+           FOR UPDATE SKIP LOCKED
+    ), events AS (
+        -- = ANY of an array, not a join: a join to the batch would be
+        -- planned as a hash join over the whole event log.
+        DELETE FROM runq.run_events AS e WHERE e.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), checkpoints AS (
+        DELETE FROM runq.checkpoints AS c WHERE c.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), inputs AS (
+        DELETE FROM runq.inputs AS i WHERE i.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), tool_calls AS (
+        DELETE FROM runq.tool_calls AS t WHERE t.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), idempotency_keys AS (
+        DELETE FROM runq.idempotency_keys AS k
+         WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), runs AS (
+        DELETE FROM runq.runs AS r WHERE r.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+        RETURNING r.run_id
+    )
+    SELECT count(*) INTO v_purged FROM runs;
+    RETURN v_purged;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
+
+COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns 0. Runs locked by another session are skipped.
+Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1, NULL include_failed).$c$;
 
 COMMIT;

@@ -202,6 +202,9 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
                            ("reason", "text", "'again'", True)]),    # NULL: no reason given
     ("orphan_report", "", [("stale_after", "interval", "interval '1 minute'", True)]),  # NULL: settings
     ("dead_letter", "", [("max_runs", "integer", "10", False)]),
+    # older_than '1 day': the world's runs are younger, so a valid call deletes none.
+    ("purge", "", [("older_than", "interval", "interval '1 day'", False),
+                   ("max_runs", "integer", "10", False), ("include_failed", "boolean", "true", False)]),
 ]
 
 
@@ -294,6 +297,7 @@ VALUE_CASES: list[Case] = [
     rejected("sweep-max-runs-0", *v("sweep", max_runs="0"), "max_runs", "0"),
     rejected("sweep-max-runs-negative", *v("sweep", max_runs="-1"), "max_runs", "-1"),
     rejected("dead-letter-max-runs-0", *v("dead_letter", max_runs="0"), "max_runs", "0"),
+    rejected("purge-max-runs-0", *v("purge", max_runs="0"), "max_runs", "0"),
     rejected("submit-max-attempts-0", *v("submit", max_attempts="0"), "max_attempts", "0"),
     rejected("submit-max-attempts-negative", *v("submit", max_attempts="-3"), "max_attempts", "-3"),
     accepted("claim-max-runs-int-max", *v("claim", max_runs="2147483647"),
@@ -336,12 +340,16 @@ VALUE_CASES: list[Case] = [
     rejected("orphan-report-zero", *v("orphan_report", stale_after="interval '0'"), "stale_after", "00:00:00"),
     rejected("orphan-report-negative", *v("orphan_report", stale_after="interval '-1 day'"),
              "stale_after", "-1 days"),
+    rejected("purge-older-than-negative", *v("purge", older_than="interval '-1 day'"),
+             "older_than", "-1 days"),
     # A lease or queue_ttl past the end of the timestamp range cannot be
     # stored as a time: a bad argument, not an out-of-range error from inside.
     rejected("claim-lease-300000-years", *v("claim", lease="interval '300000 years'"),
              "lease", "300000 years"),
     rejected("submit-queue-ttl-300000-years", *v("submit", queue_ttl="interval '300000 years'"),
              "queue_ttl", "300000 years"),
+    rejected("purge-older-than-300000-years", *v("purge", older_than="interval '300000 years'"),
+             "older_than", "300000 years"),
     # A huge stale_after is a fair question ("nothing is stale then"): it is
     # answered, with every running run not stale.
     accepted("orphan-report-300000-years", *v("orphan_report", stale_after="interval '300000 years'"),

@@ -158,6 +158,25 @@ def test_orphans(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(out)[0]["stale"] is False
 
 
+def test_purge_in_batches(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [client.submit("t", "k").run_id for _ in range(5)]
+    for _ in runs:
+        [c] = client.claim([10])
+        client.complete(c.run_id, c.epoch)
+    kept = failed_run(client)
+    assert run_cli(capsys, "purge", "--older-than-days", "1") == (
+        0, "purged 0 runs finished more than 1 days ago\n", "")
+    # Batches of 2: three transactions, the last one short.
+    code, out, _ = run_cli(capsys, "--json", "purge", "--older-than-days", "0", "--batch", "2")
+    assert (code, json.loads(out)) == (0, {"purged": 5})
+    assert client.get_run(kept).status == "failed"
+    code, out, _ = run_cli(capsys, "purge", "--older-than-days", "0", "--include-failed")
+    assert (code, out) == (0, "purged 1 run finished more than 0 days ago\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["purge", "--older-than-days", "-1"])
+    assert exit_info.value.code == 2 and "must be 0 or more" in capsys.readouterr().err
+
+
 def test_sweep_once(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(capsys, "sweep") == (0, "nothing to sweep\n", "")
     run = client.submit("t", "k", max_attempts=1).run_id

@@ -276,6 +276,26 @@ def test_fail_dead_letter_and_redrive(client: Client) -> None:
     assert last.type == "run.redriven" and last.payload["reason"] == "fixed"
 
 
+def test_purge_deletes_old_finished_runs_and_keeps_the_dead_letter(client: Client) -> None:
+    done = client.submit("t", "k", idempotency_key="once").run_id
+    assert client.complete(done, claim_one(client).epoch) is True
+    failed = client.submit("t", "k").run_id
+    assert client.fail(failed, claim_one(client).epoch, {"code": "boom"}) is True
+    queued = client.submit("t", "k").run_id
+    assert client.purge(timedelta(days=1)) == 0          # nothing is that old
+    assert client.purge(timedelta(0)) == 1               # the succeeded run only
+    with pytest.raises(RunNotFound):
+        client.get_run(done)
+    assert client.run_events(failed) and client.get_run(queued).status == "queued"
+    assert client.purge(timedelta(0), max_runs=10, include_failed=True) == 1
+    with pytest.raises(RunNotFound):
+        client.get_run(failed)
+    # The key went with its run: the same request is a new run now.
+    assert client.submit("t", "k", idempotency_key="once").outcome == "created"
+    with pytest.raises(InvalidArgument, match="max_runs"):
+        client.purge(timedelta(0), max_runs=0)
+
+
 def test_cancel_queued_running_and_terminal(client: Client) -> None:
     queued = client.submit("t", "k").run_id
     assert client.cancel(queued, reason="not needed") == "cancelled"

@@ -110,6 +110,15 @@ async def test_fail_dead_letter_redrive_cancel_sweep(client: AsyncClient) -> Non
     assert (await client.get_run(c)).status == "cancelled"
 
 
+async def test_purge(client: AsyncClient) -> None:
+    run = (await client.submit("t", "k")).run_id
+    assert await client.complete(run, (await claim_one(client)).epoch) is True
+    assert await client.purge(timedelta(hours=1)) == 0
+    assert await client.purge(timedelta(0), max_runs=5, include_failed=False) == 1
+    with pytest.raises(RunNotFound):
+        await client.get_run(run)
+
+
 async def test_each_mapped_exception(client: AsyncClient) -> None:
     await client.submit("t", "k", {"a": 1}, idempotency_key="key")
     with pytest.raises(IdempotencyConflict) as conflict:

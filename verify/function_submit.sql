@@ -14,6 +14,8 @@ BEGIN
     ASSERT NOT pg_catalog.has_function_privilege('runq_worker', f, 'EXECUTE');
     ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
     ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
+    -- The reworked submit, not v0.1.0's: it takes a purged key again.
+    ASSERT (SELECT p.prosrc LIKE '%EXIT WHEN FOUND%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
 END $$;
 
 ROLLBACK;

@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(129);
+SELECT plan(135);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -53,7 +53,11 @@ INSERT INTO contract VALUES
      'oldest_heartbeat_at timestamp with time zone)'),
     -- beyond DESIGN.md: the CLI's `runq failed` needs the dead letter as a
     -- function, since clients reach no table directly
-    ('dead_letter', ARRAY['integer'], 'max_runs integer DEFAULT 100', 'SETOF runq.run_info');
+    ('dead_letter', ARRAY['integer'], 'max_runs integer DEFAULT 100', 'SETOF runq.run_info'),
+    -- beyond DESIGN.md: runq never deletes a run by itself, and operators
+    -- reach no table, so old finished runs leave through this function
+    ('purge', ARRAY['interval', 'integer', 'boolean'],
+     'older_than interval, max_runs integer DEFAULT 1000, include_failed boolean DEFAULT false', 'bigint');
 
 -- The public functions are exactly the contract's (helpers start with '_').
 SELECT is(
@@ -63,7 +67,7 @@ SELECT is(
     ARRAY(SELECT fn::text FROM contract ORDER BY 1),
     'runq has exactly the public functions of the contract, one signature each');
 
--- 20 functions x 6 tests.
+-- 21 functions x 6 tests.
 SELECT has_function('runq', fn, argtypes, format('runq.%s(%s) exists', fn, array_to_string(argtypes, ', ')))
   FROM contract ORDER BY fn;
 SELECT is((SELECT string_agg(pg_catalog.pg_get_function_arguments(p.oid), ' | ')

@@ -4,7 +4,7 @@
 -- functions, each with a pinned search_path. Tested from the catalog and from
 -- outside, under SET ROLE. Classes 1700..1799.
 BEGIN;
-SELECT plan(253);
+SELECT plan(257);
 
 CREATE TEMP TABLE grants (fn name, argtypes name[], client boolean, worker boolean) ON COMMIT DROP;
 GRANT SELECT ON grants TO PUBLIC;
@@ -29,10 +29,11 @@ INSERT INTO grants VALUES
     ('sweep',         ARRAY['integer'],                                false, true),
     ('redrive',       ARRAY['bigint', 'text'],                         false, false),
     ('orphan_report', ARRAY['interval'],                               false, false),
-    ('dead_letter',   ARRAY['integer'],                                false, false);
+    ('dead_letter',   ARRAY['integer'],                                false, false),
+    ('purge',         ARRAY['interval', 'integer', 'boolean'],         false, false);
 
 -- ---------------------------------------------------------------------------
--- Functions: the catalog (20 x 4 = 80 tests)
+-- Functions: the catalog (21 x 4 = 84 tests)
 -- ---------------------------------------------------------------------------
 SELECT function_privs_are('runq', fn, argtypes, 'public', ARRAY[]::text[],
                           format('PUBLIC cannot execute runq.%s', fn))

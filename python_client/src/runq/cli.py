@@ -230,6 +230,25 @@ def cmd_sweep(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_purge(client: Client, args: argparse.Namespace) -> int:
+    # Batches until one comes back short, each its own transaction, so no
+    # call holds its row locks or its WAL for long.
+    older_than = timedelta(days=args.older_than_days)
+    batch = args.batch or 1000
+    total = 0
+    while True:
+        purged = client.purge(older_than, batch, args.include_failed)
+        total += purged
+        if purged < batch:
+            break
+    if args.json:
+        _print_json({"purged": total})
+    else:
+        print(f"purged {total} run{'' if total == 1 else 's'} finished more than "
+              f"{args.older_than_days:g} days ago")
+    return 0
+
+
 def _delegate(module_name: str, what: str) -> Callable[[argparse.Namespace, list[str]], int]:
     """A subcommand implemented by another module of the package, which may
     not be installed: runs ``<module>.main(argv)``."""
@@ -267,6 +286,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _non_negative_days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < 365_000:
+        raise argparse.ArgumentTypeError(f"must be 0 or more (and under 1000 years), got {text}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--database-url", default=argparse.SUPPRESS, metavar="URL",
@@ -300,6 +329,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--every", type=_positive_seconds, metavar="SECONDS",
                    help="keep sweeping at this interval until SIGINT/SIGTERM")
     p.add_argument("--max-runs", type=int, default=None, help="runs per sweep (1000)")
+    p = command("purge", "delete old finished runs with their events (the dead letter stays "
+                         "unless --include-failed)")
+    p.add_argument("--older-than-days", type=_non_negative_days, required=True, metavar="DAYS",
+                   help="delete runs that finished more than DAYS ago")
+    p.add_argument("--include-failed", action="store_true",
+                   help="also delete failed runs (the dead letter)")
+    p.add_argument("--batch", type=int, default=None, help="runs per transaction (1000)")
     for name, what, module in (("worker", "run a worker pool", "runq.pool"),
                                ("demo", "run the demo", "runq.demo")):
         # no -h of its own: `runq worker -h` is the module's help
@@ -316,6 +352,7 @@ _COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
     "cancel": cmd_cancel,
     "orphans": cmd_orphans,
     "sweep": cmd_sweep,
+    "purge": cmd_purge,
 }
 
 _DELEGATED = {

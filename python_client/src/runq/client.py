@@ -305,6 +305,14 @@ class Client:
         """runq.dead_letter: failed runs, most recently finished first."""
         return self._rows(Run, *_call("dead_letter", {}, {"max_runs": max_runs}))
 
+    def purge(self, older_than: timedelta, max_runs: int | None = None,
+              include_failed: bool | None = None) -> int:
+        """runq.purge: delete one batch of runs finished before older_than ago
+        (failed ones only with include_failed), with everything they own.
+        Returns how many it deleted: call again until 0."""
+        return self._value(int, "purge", {"older_than": older_than},
+                           {"max_runs": max_runs, "include_failed": include_failed})
+
 
 class AsyncClient:
     """asyncio runq client: the same methods as Client, awaited."""
@@ -504,3 +512,11 @@ class AsyncClient:
     async def dead_letter(self, max_runs: int | None = None) -> list[Run]:
         """runq.dead_letter: failed runs, most recently finished first."""
         return await self._rows(Run, *_call("dead_letter", {}, {"max_runs": max_runs}))
+
+    async def purge(self, older_than: timedelta, max_runs: int | None = None,
+                    include_failed: bool | None = None) -> int:
+        """runq.purge: delete one batch of runs finished before older_than ago
+        (failed ones only with include_failed), with everything they own.
+        Returns how many it deleted: call again until 0."""
+        return await self._value(int, "purge", {"older_than": older_than},
+                                 {"max_runs": max_runs, "include_failed": include_failed})

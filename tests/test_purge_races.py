@@ -1,0 +1,92 @@
+"""runq.purge against the two calls that can meet a run while it is deleted.
+
+A purge deletes a finished run with its events and its idempotency key. Two
+other paths touch such a run without changing it: a stale worker's write,
+which logs run.fenced (run_events has no foreign key to runs), and a submit
+that repeats the run's idempotency key. Each race is forced, not hoped for:
+the other call is parked inside the server at the racy point while the purge
+runs, on real connections to a real server.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+Connect = Callable[[], psycopg.Connection[Any]]
+GATE = 35_001  # advisory lock key the parked submit waits on
+WAIT = 30.0
+
+
+def finished_run(conn: psycopg.Connection[Any], **submit: Any) -> int:
+    key = submit.get("idempotency_key")
+    run = conn.execute("SELECT run_id FROM runq.submit('race', 'k', idempotency_key => %s)",
+                       [key]).fetchone()[0]
+    epoch = conn.execute("SELECT epoch FROM runq.claim(ARRAY[10])").fetchone()[0]
+    assert conn.execute("SELECT runq.complete(%s, %s)", [run, epoch]).fetchone()[0] is True
+    return int(run)
+
+
+def purge(conn: psycopg.Connection[Any]) -> int:
+    return int(conn.execute("SELECT runq.purge(interval '0')").fetchone()[0])
+
+
+def test_a_fenced_write_in_flight_keeps_its_run_from_the_purge(connect: Connect) -> None:
+    admin, worker = connect(), connect()
+    admin.autocommit = True
+    run = finished_run(admin)
+    # A zombie worker's heartbeat under the old epoch: fenced. Its run.fenced
+    # event is not committed yet when the purge comes.
+    worker.autocommit = False
+    assert worker.execute("SELECT runq.heartbeat(%s, 1)", [run]).fetchone()[0] is False
+    assert purge(admin) == 0, "the run was purged under an uncommitted run.fenced event"
+    worker.commit()
+    assert purge(admin) == 1
+    left = admin.execute("SELECT count(*) FROM runq.run_events WHERE run_id = %s", [run])
+    assert left.fetchone()[0] == 0, "an event outlived its purged run"
+
+
+def test_a_submit_that_met_a_purged_key_takes_it_again(connect: Connect) -> None:
+    admin, submitter = connect(), connect()
+    admin.autocommit = submitter.autocommit = True
+    old = finished_run(admin, idempotency_key="once")
+    # Park the submit between its key insert (which meets the old key) and the
+    # read of that key: a statement trigger that waits on an advisory lock the
+    # test holds, only in the session that asks for it.
+    admin.execute("""
+        CREATE FUNCTION public.race_park() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF current_setting('race.park', true) = 'on' THEN
+                PERFORM pg_advisory_lock_shared(35001);  -- GATE
+                PERFORM pg_advisory_unlock_shared(35001);
+            END IF;
+            RETURN NULL;
+        END $$""")
+    admin.execute("CREATE TRIGGER race_park AFTER INSERT ON runq.idempotency_keys"
+                  " FOR EACH STATEMENT EXECUTE FUNCTION public.race_park()")
+    admin.execute("SELECT pg_advisory_lock(%s)", [GATE])
+    submitter.execute("SET race.park = 'on'")
+    result: list[tuple[Any, ...]] = []
+    thread = threading.Thread(target=lambda: result.append(submitter.execute(
+        "SELECT run_id, outcome FROM runq.submit('race', 'k', idempotency_key => 'once')"
+    ).fetchone()))
+    thread.start()
+    deadline = time.monotonic() + WAIT
+    while not admin.execute("SELECT EXISTS (SELECT FROM pg_catalog.pg_locks AS l"
+                            " WHERE l.locktype = 'advisory' AND NOT l.granted"
+                            " AND l.objid::bigint = %s)", [GATE]).fetchone()[0]:
+        assert time.monotonic() < deadline, "the submit never reached the gate"
+        time.sleep(0.01)
+    # The submit has met the old key; the purge deletes it with its run.
+    assert purge(admin) == 1
+    admin.execute("SELECT pg_advisory_unlock(%s)", [GATE])
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    [(run, outcome)] = result
+    assert outcome == "created" and run is not None and run != old, result
+    assert admin.execute("SELECT run_id FROM runq.idempotency_keys WHERE idempotency_key = 'once'"
+                         ).fetchone()[0] == run
