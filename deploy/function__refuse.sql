@@ -5,9 +5,6 @@
 
 BEGIN;
 
-SET LOCAL lock_timeout = '2s';
-SET LOCAL statement_timeout = '10s';
-
 -- The slow path of every worker write whose fenced statement matched no row.
 -- Why it matched nothing decides the answer:
 --   * no such run                      -> RQ003 (only a run that exists can fence);
@@ -17,11 +14,7 @@ SET LOCAL statement_timeout = '10s';
 --     stale epoch; false. The run itself is not touched.
 -- Epochs only grow and a run never returns to 'running' under an old epoch, so
 -- the state read here cannot turn back into a match.
---
--- Reworked after v0.1.0, when runq.purge began to delete runs: the run is read
--- FOR KEY SHARE, so it cannot be purged between this read and the commit of
--- the run.fenced event.
-CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
+CREATE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -42,14 +35,10 @@ BEGIN
                              coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
     END IF;
 
-    -- FOR KEY SHARE: the run.fenced event below has no foreign key to runs
-    -- (a hot-path cost), so the run must not be purged before this commits.
-    -- It waits only for a purge or a delete of the run, never for its worker.
     SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r
-     WHERE r.run_id = _refuse.run_id
-       FOR KEY SHARE;
+     WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ003',
             MESSAGE = format('run %s not found', _refuse.run_id);

@@ -7,7 +7,7 @@
 -- requires: table_idempotency_keys
 -- requires: role_runq_admin
 -- requires: function_submit
--- requires: function__refuse
+-- requires: index_run_events_fenced
 
 BEGIN;
 
@@ -17,7 +17,7 @@ SET LOCAL statement_timeout = '10s';
 -- Called by operators, on a timer, to keep runs from growing without end: runq
 -- itself never deletes a run. One statement deletes a batch of old finished
 -- runs with everything that hangs off them; callers repeat until it returns
--- 0, so no call holds locks or bloats WAL for long.
+-- fewer than max_runs, so no call holds locks or bloats WAL for long.
 --
 -- Candidates are walked in run_id order through runs_pkey, not through an
 -- index on finished_at: such an index would cost every complete an index
@@ -26,9 +26,13 @@ SET LOCAL statement_timeout = '10s';
 -- FOR UPDATE SKIP LOCKED, so purges on several sessions split the work, and a
 -- failed run being redriven is left alone. The children go first in the same
 -- statement: the foreign keys into runs are NO ACTION, checked at its end.
--- The two paths that could meet a run while it is purged are reworked with
--- it: submit takes a purged idempotency key again, and _refuse locks the run
--- before it logs run.fenced (run_events has no foreign key).
+--
+-- Two paths can meet a run while it is purged. A submit repeating its
+-- idempotency key: submit was reworked with this change to take a purged key
+-- again. A stale worker's write, which logs run.fenced: run_events has no
+-- foreign key (a hot-path cost), so such an event can commit after its run
+-- is gone; each purge also deletes those orphans, found through the small
+-- run_events_fenced_key, rather than make the fenced path lock the run.
 -- Raises 22023 for bad arguments.
 CREATE FUNCTION runq.purge(
     older_than     interval,
@@ -81,6 +85,10 @@ BEGIN
     ), idempotency_keys AS (
         DELETE FROM runq.idempotency_keys AS k
          WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), orphans AS (
+        DELETE FROM runq.run_events AS e
+         WHERE e.type = 'run.fenced'
+           AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = e.run_id)
     ), runs AS (
         DELETE FROM runq.runs AS r WHERE r.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
         RETURNING r.run_id
@@ -94,7 +102,7 @@ REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
-$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns 0. Runs locked by another session are skipped.
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1, NULL include_failed).$c$;
 
 COMMIT;

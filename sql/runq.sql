@@ -938,7 +938,7 @@ COMMENT ON FUNCTION runq._resolve_tool_calls(bigint[], timestamptz) IS
 
 COMMIT;
 
--- ==== deploy/function__refuse@v0.1.0.sql ====
+-- ==== deploy/function__refuse.sql ====
 
 -- Deploy runq:function__refuse to pg
 -- requires: table_runs
@@ -3038,102 +3038,6 @@ Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767,
 
 COMMIT;
 
--- ==== deploy/function__refuse.sql ====
-
--- Deploy runq:function__refuse to pg
--- requires: table_runs
--- requires: index_run_events_fenced
--- requires: function__resolve_tool_calls
-
-BEGIN;
-
-SET LOCAL lock_timeout = '2s';
-SET LOCAL statement_timeout = '10s';
-
--- The slow path of every worker write whose fenced statement matched no row.
--- Why it matched nothing decides the answer:
---   * no such run                      -> RQ003 (only a run that exists can fence);
---   * ours, but cancel was requested   -> the run becomes cancelled now, in this
---     (when the write honours cancel)     statement's transaction; false;
---   * anything else (other epoch, not running) -> one run.fenced per run and
---     stale epoch; false. The run itself is not touched.
--- Epochs only grow and a run never returns to 'running' under an old epoch, so
--- the state read here cannot turn back into a match.
---
--- Reworked after v0.1.0, when runq.purge began to delete runs: the run is read
--- FOR KEY SHARE, so it cannot be purged between this read and the commit of
--- the run.fenced event.
-CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
-    RETURNS boolean
-    LANGUAGE plpgsql
-    VOLATILE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_now     timestamptz := clock_timestamp();
-    v_status  text;
-    v_epoch   bigint;
-    v_cancel  boolean;
-BEGIN
-    -- A NULL id or epoch matched nothing in the caller's fence; say why here,
-    -- off the hot path.
-    IF _refuse.run_id IS NULL OR _refuse.epoch IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('%s needs a run_id and an epoch, got run_id %s and epoch %s', operation,
-                             coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
-    END IF;
-
-    -- FOR KEY SHARE: the run.fenced event below has no foreign key to runs
-    -- (a hot-path cost), so the run must not be purged before this commits.
-    -- It waits only for a purge or a delete of the run, never for its worker.
-    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
-      INTO v_status, v_epoch, v_cancel
-      FROM runq.runs AS r
-     WHERE r.run_id = _refuse.run_id
-       FOR KEY SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', _refuse.run_id);
-    END IF;
-
-    IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
-        WITH cancelled AS (
-            UPDATE runq.runs AS r
-               SET status = 'cancelled', lease_expires_at = NULL,
-                   finished_at = v_now, updated_at = v_now
-             WHERE r.run_id = _refuse.run_id
-               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
-               AND r.cancel_requested
-            RETURNING r.run_id, r.lease_epoch
-        )
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT c.run_id, c.lease_epoch, 'run.cancelled',
-               jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation), v_now
-          FROM cancelled AS c;
-        IF FOUND THEN
-            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
-            RETURN false;
-        END IF;
-    END IF;
-
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    VALUES (_refuse.run_id, _refuse.epoch, 'run.fenced',
-            jsonb_build_object('operation', operation, 'current_epoch', v_epoch,
-                               'status', v_status),
-            v_now)
-    ON CONFLICT (run_id, epoch) WHERE type = 'run.fenced' DO NOTHING;
-    RETURN false;
-END
-$$;
-
-REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
-
-COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
-    'Internal: answers a worker write that its fence refused: RQ003, cancellation, or one run.fenced event.';
-
-COMMIT;
-
 -- ==== deploy/function_submit.sql ====
 
 -- Deploy runq:function_submit to pg
@@ -3380,7 +3284,7 @@ COMMIT;
 -- requires: table_idempotency_keys
 -- requires: role_runq_admin
 -- requires: function_submit
--- requires: function__refuse
+-- requires: index_run_events_fenced
 
 BEGIN;
 
@@ -3390,7 +3294,7 @@ SET LOCAL statement_timeout = '10s';
 -- Called by operators, on a timer, to keep runs from growing without end: runq
 -- itself never deletes a run. One statement deletes a batch of old finished
 -- runs with everything that hangs off them; callers repeat until it returns
--- 0, so no call holds locks or bloats WAL for long.
+-- fewer than max_runs, so no call holds locks or bloats WAL for long.
 --
 -- Candidates are walked in run_id order through runs_pkey, not through an
 -- index on finished_at: such an index would cost every complete an index
@@ -3399,9 +3303,13 @@ SET LOCAL statement_timeout = '10s';
 -- FOR UPDATE SKIP LOCKED, so purges on several sessions split the work, and a
 -- failed run being redriven is left alone. The children go first in the same
 -- statement: the foreign keys into runs are NO ACTION, checked at its end.
--- The two paths that could meet a run while it is purged are reworked with
--- it: submit takes a purged idempotency key again, and _refuse locks the run
--- before it logs run.fenced (run_events has no foreign key).
+--
+-- Two paths can meet a run while it is purged. A submit repeating its
+-- idempotency key: submit was reworked with this change to take a purged key
+-- again. A stale worker's write, which logs run.fenced: run_events has no
+-- foreign key (a hot-path cost), so such an event can commit after its run
+-- is gone; each purge also deletes those orphans, found through the small
+-- run_events_fenced_key, rather than make the fenced path lock the run.
 -- Raises 22023 for bad arguments.
 CREATE FUNCTION runq.purge(
     older_than     interval,
@@ -3454,6 +3362,10 @@ BEGIN
     ), idempotency_keys AS (
         DELETE FROM runq.idempotency_keys AS k
          WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), orphans AS (
+        DELETE FROM runq.run_events AS e
+         WHERE e.type = 'run.fenced'
+           AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = e.run_id)
     ), runs AS (
         DELETE FROM runq.runs AS r WHERE r.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
         RETURNING r.run_id
@@ -3467,7 +3379,7 @@ REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
-$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns 0. Runs locked by another session are skipped.
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1, NULL include_failed).$c$;
 
 COMMIT;

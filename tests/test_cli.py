@@ -172,9 +172,10 @@ def test_purge_in_batches(client: Client, capsys: pytest.CaptureFixture[str]) ->
     assert client.get_run(kept).status == "failed"
     code, out, _ = run_cli(capsys, "purge", "--older-than-days", "0", "--include-failed")
     assert (code, out) == (0, "purged 1 run finished more than 0 days ago\n")
-    with pytest.raises(SystemExit) as exit_info:
-        main(["purge", "--older-than-days", "-1"])
-    assert exit_info.value.code == 2 and "must be 0 or more" in capsys.readouterr().err
+    for bad, why in (("--older-than-days=-1", "must be 0 or more"), ("--batch=0", "must be 1 or more")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["purge", "--older-than-days", "1", bad])
+        assert exit_info.value.code == 2 and why in capsys.readouterr().err
 
 
 def test_sweep_once(client: Client, capsys: pytest.CaptureFixture[str]) -> None:

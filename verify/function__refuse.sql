@@ -13,8 +13,6 @@ BEGIN
     ASSERT NOT pg_catalog.has_function_privilege('runq_admin', f, 'EXECUTE');
     ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
     ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
-    -- The reworked _refuse, not v0.1.0's: it locks the run against a purge.
-    ASSERT (SELECT p.prosrc LIKE '%FOR KEY SHARE%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
 END $$;
 
 ROLLBACK;

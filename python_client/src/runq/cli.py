@@ -234,12 +234,11 @@ def cmd_purge(client: Client, args: argparse.Namespace) -> int:
     # Batches until one comes back short, each its own transaction, so no
     # call holds its row locks or its WAL for long.
     older_than = timedelta(days=args.older_than_days)
-    batch = args.batch or 1000
     total = 0
     while True:
-        purged = client.purge(older_than, batch, args.include_failed)
+        purged = client.purge(older_than, args.batch, args.include_failed)
         total += purged
-        if purged < batch:
+        if purged < args.batch:
             break
     if args.json:
         _print_json({"purged": total})
@@ -283,6 +282,16 @@ def _positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
     return value
 
 
@@ -335,7 +344,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="delete runs that finished more than DAYS ago")
     p.add_argument("--include-failed", action="store_true",
                    help="also delete failed runs (the dead letter)")
-    p.add_argument("--batch", type=int, default=None, help="runs per transaction (1000)")
+    p.add_argument("--batch", type=_positive_int, default=1000,
+                   help="runs per transaction (1000)")
     for name, what, module in (("worker", "run a worker pool", "runq.pool"),
                                ("demo", "run the demo", "runq.demo")):
         # no -h of its own: `runq worker -h` is the module's help

@@ -309,7 +309,7 @@ class Client:
               include_failed: bool | None = None) -> int:
         """runq.purge: delete one batch of runs finished before older_than ago
         (failed ones only with include_failed), with everything they own.
-        Returns how many it deleted: call again until 0."""
+        Returns how many it deleted: call again until that is fewer than max_runs."""
         return self._value(int, "purge", {"older_than": older_than},
                            {"max_runs": max_runs, "include_failed": include_failed})
 
@@ -517,6 +517,6 @@ class AsyncClient:
                     include_failed: bool | None = None) -> int:
         """runq.purge: delete one batch of runs finished before older_than ago
         (failed ones only with include_failed), with everything they own.
-        Returns how many it deleted: call again until 0."""
+        Returns how many it deleted: call again until that is fewer than max_runs."""
         return await self._value(int, "purge", {"older_than": older_than},
                                  {"max_runs": max_runs, "include_failed": include_failed})

@@ -1,7 +1,0 @@
--- Revert runq:function__refuse from pg
-
-BEGIN;
-
-DROP FUNCTION runq._refuse(bigint, bigint, text, boolean);
-
-COMMIT;
