@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -275,34 +275,29 @@ def _delegate(module_name: str, what: str) -> Callable[[argparse.Namespace, list
 
 # -- entry point --------------------------------------------------------------
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
+N = TypeVar("N", int, float)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
-    return value
+def _argument(convert: Callable[[str], N], kind: str, ok: Callable[[N], bool],
+              rule: str) -> Callable[[str], N]:
+    """An argparse type: a number of the given kind that must satisfy ok."""
+
+    def parse(text: str) -> N:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {kind}: {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+        return value
+
+    return parse
 
 
-def _non_negative_days(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value < 365_000:
-        raise argparse.ArgumentTypeError(f"must be 0 or more (and under 1000 years), got {text}")
-    return value
+_positive_seconds = _argument(float, "a number", lambda v: v > 0, "more than 0")
+_positive_int = _argument(int, "a whole number", lambda v: v >= 1, "1 or more")
+_non_negative_days = _argument(float, "a number", lambda v: 0 <= v < 365_000,
+                               "0 or more (and under 1000 years)")
 
 
 def _parser() -> argparse.ArgumentParser:
