@@ -1,6 +1,7 @@
 -- Deploy runq:function_claim to pg
 -- requires: table_runs
 -- requires: index_runs_ready
+-- requires: index_runs_ready_kind
 -- requires: table_run_events
 -- requires: function__checkpoint_state
 -- requires: function__inputs_after
@@ -14,23 +15,25 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- Called by workers. One statement picks up to max_runs ready runs of the
--- given classes, lowest class value first, then oldest, from runs_ready_idx
--- (FOR UPDATE SKIP LOCKED: contending workers step over each other's rows
--- instead of queueing on them), takes them with a new lease epoch and one
--- more attempt, and logs run.claimed. A first claim has no checkpoint and no
--- inputs, so it reads nothing else; a resumed run also reads its newest
--- checkpoint (one key lookup) and the inputs delivered after it, once locked.
--- Raises 22023 for bad arguments. Zero rows when nothing is ready.
+-- given classes (and, with kinds, of those kinds only), lowest class value
+-- first, then oldest (FOR UPDATE SKIP LOCKED: contending workers step over
+-- each other's rows instead of queueing on them), takes them with a new lease
+-- epoch and one more attempt, and logs run.claimed. A first claim has no
+-- checkpoint and no inputs, so it reads nothing else; a resumed run also reads
+-- its newest checkpoint (one key lookup) and the inputs delivered after it,
+-- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
 --
--- Reworked after v0.1.0 for the hot path, same behaviour: the rows go out by
--- RETURN QUERY (no per-row assignments in PL/pgSQL), and the arguments are
--- checked by one expression when they are good, by the detailed checks only
--- when they are not. Measured with bench/run.py --only cycle.
-CREATE OR REPLACE FUNCTION runq.claim(
+-- Reworked for v0.2: kinds text[] DEFAULT NULL, appended, so every earlier
+-- call still resolves here. The signature changes, so the function is dropped
+-- and created again in this transaction (callers see one or the other).
+DROP FUNCTION runq.claim(integer[], text, interval, integer);
+
+CREATE FUNCTION runq.claim(
     classes    integer[],
     worker_id  text     DEFAULT NULL,
     lease      interval DEFAULT NULL,
-    max_runs   integer  DEFAULT 1)
+    max_runs   integer  DEFAULT 1,
+    kinds      text[]   DEFAULT NULL)
     RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text,
                   kind text, priority integer, payload jsonb, attempt integer,
                   checkpoint jsonb, inputs jsonb, resumed boolean,
@@ -55,6 +58,9 @@ BEGIN
                     AND array_position(claim.classes, NULL) IS NULL
                     AND 0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)
                     AND claim.max_runs >= 1
+                    AND (claim.kinds IS NULL OR cardinality(claim.kinds) > 0
+                         AND array_ndims(claim.kinds) = 1
+                         AND array_position(claim.kinds, NULL) IS NULL)
                     AND (claim.lease IS NULL OR claim.lease > interval '0'
                          AND claim.lease < interval '1000 years'), false) THEN
         IF claim.classes IS NULL OR cardinality(claim.classes) = 0
@@ -75,19 +81,48 @@ BEGIN
         ELSIF claim.lease <= interval '0' OR claim.lease >= interval '1000 years' THEN
             RAISE EXCEPTION USING ERRCODE = '22023',
                 MESSAGE = format('lease must be positive and under 1000 years, got %s', claim.lease);
+        ELSE
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('kinds must be NULL or a non-empty one-dimensional array without NULLs, got %s',
+                                 left(claim.kinds::text, 200));
         END IF;
     END IF;
 
     RETURN QUERY
     WITH picked AS (
+        -- Any kind: one walk of runs_ready_idx, the classes in order.
         SELECT r.run_id
           FROM runq.runs AS r
-         WHERE r.status = 'queued'
+         WHERE claim.kinds IS NULL
+           AND r.status = 'queued'
            AND r.priority = ANY (claim.classes)
            AND r.ready_at <= v_now
          ORDER BY r.priority, r.ready_at, r.run_id
          LIMIT claim.max_runs
            FOR UPDATE SKIP LOCKED
+    ), picked_of_kinds AS (
+        -- These kinds only: the oldest max_runs of each (class, kind) from
+        -- runs_ready_kind_idx, then the oldest max_runs of those. A walk of
+        -- runs_ready_idx would read every queued run of other kinds ahead.
+        -- The runs a pair locked but the final LIMIT drops stay locked until
+        -- this claim commits: a concurrent claim steps over them, as over any
+        -- run another claim holds, and they keep their place.
+        SELECT p.run_id
+          FROM (SELECT DISTINCT c FROM unnest(claim.classes) AS c) AS cl (priority)
+         CROSS JOIN (SELECT DISTINCT k FROM unnest(claim.kinds) AS k) AS kd (kind)
+         CROSS JOIN LATERAL (
+                SELECT r.run_id, r.priority, r.ready_at
+                  FROM runq.runs AS r
+                 WHERE r.status = 'queued'
+                   AND r.priority = cl.priority
+                   AND r.kind = kd.kind
+                   AND r.ready_at <= v_now
+                 ORDER BY r.ready_at, r.run_id
+                 LIMIT claim.max_runs
+                   FOR UPDATE SKIP LOCKED) AS p
+         WHERE claim.kinds IS NOT NULL
+         ORDER BY p.priority, p.ready_at, p.run_id
+         LIMIT claim.max_runs
     ), chosen AS (
         -- The default lease is read inside this statement, not by one more,
         -- and as a scalar: runq.settings is never analyzed, and a join to it
@@ -106,7 +141,10 @@ BEGIN
           FROM chosen AS l
          -- An array, not a join: with max_runs unknown to a generic plan, a
          -- join to picked would be planned as a hash join over all of runs.
-         WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
+         -- Only one of the two subqueries runs: a CASE evaluates one branch.
+         WHERE r.run_id = ANY (CASE WHEN claim.kinds IS NULL
+                                    THEN ARRAY(SELECT p.run_id FROM picked AS p)
+                                    ELSE ARRAY(SELECT p.run_id FROM picked_of_kinds AS p) END)
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
                   r.ready_at, r.lease_expires_at
@@ -133,11 +171,11 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer) TO runq_worker, runq_admin;
+REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) TO runq_worker, runq_admin;
 
-COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer) IS
-$c$Claim up to max_runs queued runs whose priority class is in classes and whose scheduled_for is NULL or past, lowest class first, then oldest. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
-Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years).$c$;
+COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) IS
+$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; runs skipped for their kind keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).$c$;
 
 COMMIT;

@@ -938,7 +938,7 @@ COMMENT ON FUNCTION runq._resolve_tool_calls(bigint[], timestamptz) IS
 
 COMMIT;
 
--- ==== deploy/function__refuse.sql ====
+-- ==== deploy/function__refuse@v0.1.1.sql ====
 
 -- Deploy runq:function__refuse to pg
 -- requires: table_runs
@@ -2892,7 +2892,7 @@ COMMENT ON FUNCTION runq._inputs_after(bigint, bigint) IS
 
 COMMIT;
 
--- ==== deploy/function_claim.sql ====
+-- ==== deploy/function_claim@v0.1.1.sql ====
 
 -- Deploy runq:function_claim to pg
 -- requires: table_runs
@@ -3381,5 +3381,314 @@ GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
 $c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1, NULL include_failed).$c$;
+
+COMMIT;
+
+-- ==== deploy/index_runs_ready_kind.sql ====
+
+-- Deploy runq:index_runs_ready_kind to pg
+-- requires: table_runs
+
+-- A claim that names its kinds (claim's kinds argument) walks this index once
+-- per class and kind it asks for, oldest ready first, so it never reads the
+-- queued runs of kinds it did not ask for. Partial, like runs_ready_idx: a
+-- submit and a requeue write an entry, a claim's or complete's update none.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with (only DDL, VACUUM and ANALYZE
+-- do), for the whole build: two scans of runs, minutes on 100 million runs.
+-- It also waits for every transaction already open to finish. Neither wait
+-- blocks a writer, so there is no lock timeout to keep short and no statement
+-- timeout to fit: a timeout would only leave an INVALID index behind.
+-- A build that failed for another reason leaves an INVALID index too; this
+-- script drops such a leftover first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_kind_idx;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_ready_kind_idx ON runq.runs (priority, kind, ready_at, run_id)
+    WHERE status = 'queued';
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/function_claim.sql ====
+
+-- Deploy runq:function_claim to pg
+-- requires: table_runs
+-- requires: index_runs_ready
+-- requires: index_runs_ready_kind
+-- requires: table_run_events
+-- requires: function__checkpoint_state
+-- requires: function__inputs_after
+-- requires: table_settings
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers. One statement picks up to max_runs ready runs of the
+-- given classes (and, with kinds, of those kinds only), lowest class value
+-- first, then oldest (FOR UPDATE SKIP LOCKED: contending workers step over
+-- each other's rows instead of queueing on them), takes them with a new lease
+-- epoch and one more attempt, and logs run.claimed. A first claim has no
+-- checkpoint and no inputs, so it reads nothing else; a resumed run also reads
+-- its newest checkpoint (one key lookup) and the inputs delivered after it,
+-- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
+--
+-- Reworked for v0.2: kinds text[] DEFAULT NULL, appended, so every earlier
+-- call still resolves here. The signature changes, so the function is dropped
+-- and created again in this transaction (callers see one or the other).
+DROP FUNCTION runq.claim(integer[], text, interval, integer);
+
+CREATE FUNCTION runq.claim(
+    classes    integer[],
+    worker_id  text     DEFAULT NULL,
+    lease      interval DEFAULT NULL,
+    max_runs   integer  DEFAULT 1,
+    kinds      text[]   DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text,
+                  kind text, priority integer, payload jsonb, attempt integer,
+                  checkpoint jsonb, inputs jsonb, resumed boolean,
+                  lease_expires_at timestamptz)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    -- Plan the claim once per session, not once per call: the generic plan
+    -- below is the right one for every argument (see the WHERE of claimed),
+    -- and planning this statement costs more than running it. Its estimated
+    -- cost (max_runs unknown) is past jit_above_cost; compiling it would take
+    -- a hundred times longer than running it.
+    SET plan_cache_mode = force_generic_plan
+    SET jit = off
+AS $$
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+BEGIN
+    -- One expression for good arguments; the detailed checks name what is wrong.
+    IF NOT coalesce(cardinality(claim.classes) > 0 AND array_ndims(claim.classes) = 1
+                    AND array_position(claim.classes, NULL) IS NULL
+                    AND 0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)
+                    AND claim.max_runs >= 1
+                    AND (claim.kinds IS NULL OR cardinality(claim.kinds) > 0
+                         AND array_ndims(claim.kinds) = 1
+                         AND array_position(claim.kinds, NULL) IS NULL)
+                    AND (claim.lease IS NULL OR claim.lease > interval '0'
+                         AND claim.lease < interval '1000 years'), false) THEN
+        IF claim.classes IS NULL OR cardinality(claim.classes) = 0
+           OR array_ndims(claim.classes) <> 1 THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('classes must be a non-empty one-dimensional array, got %s',
+                                 coalesce(left(claim.classes::text, 100), 'NULL'));
+        ELSIF array_position(claim.classes, NULL) IS NOT NULL
+              OR NOT (0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)) THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('classes must be between 0 and 32767, got %s',
+                                 (SELECT coalesce(c::text, 'NULL') FROM unnest(claim.classes) AS c
+                                   WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1));
+        ELSIF claim.max_runs IS NULL OR claim.max_runs < 1 THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('max_runs must be at least 1, got %s',
+                                 coalesce(claim.max_runs::text, 'NULL'));
+        ELSIF claim.lease <= interval '0' OR claim.lease >= interval '1000 years' THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('lease must be positive and under 1000 years, got %s', claim.lease);
+        ELSE
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('kinds must be NULL or a non-empty one-dimensional array without NULLs, got %s',
+                                 left(claim.kinds::text, 200));
+        END IF;
+    END IF;
+
+    RETURN QUERY
+    WITH picked AS (
+        -- Any kind: one walk of runs_ready_idx, the classes in order.
+        SELECT r.run_id
+          FROM runq.runs AS r
+         WHERE claim.kinds IS NULL
+           AND r.status = 'queued'
+           AND r.priority = ANY (claim.classes)
+           AND r.ready_at <= v_now
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT claim.max_runs
+           FOR UPDATE SKIP LOCKED
+    ), picked_of_kinds AS (
+        -- These kinds only: the oldest max_runs of each (class, kind) from
+        -- runs_ready_kind_idx, then the oldest max_runs of those. A walk of
+        -- runs_ready_idx would read every queued run of other kinds ahead.
+        -- The runs a pair locked but the final LIMIT drops stay locked until
+        -- this claim commits: a concurrent claim steps over them, as over any
+        -- run another claim holds, and they keep their place.
+        SELECT p.run_id
+          FROM (SELECT DISTINCT c FROM unnest(claim.classes) AS c) AS cl (priority)
+         CROSS JOIN (SELECT DISTINCT k FROM unnest(claim.kinds) AS k) AS kd (kind)
+         CROSS JOIN LATERAL (
+                SELECT r.run_id, r.priority, r.ready_at
+                  FROM runq.runs AS r
+                 WHERE r.status = 'queued'
+                   AND r.priority = cl.priority
+                   AND r.kind = kd.kind
+                   AND r.ready_at <= v_now
+                 ORDER BY r.ready_at, r.run_id
+                 LIMIT claim.max_runs
+                   FOR UPDATE SKIP LOCKED) AS p
+         WHERE claim.kinds IS NOT NULL
+         ORDER BY p.priority, p.ready_at, p.run_id
+         LIMIT claim.max_runs
+    ), chosen AS (
+        -- The default lease is read inside this statement, not by one more,
+        -- and as a scalar: runq.settings is never analyzed, and a join to it
+        -- would be planned for hundreds of rows.
+        SELECT coalesce(claim.lease, (SELECT s.lease FROM runq.settings AS s)) AS lease
+    ), claimed AS (
+        UPDATE runq.runs AS r
+           SET status = 'running',
+               lease_epoch = r.lease_epoch + 1,
+               attempts = r.attempts + 1,
+               lease_owner = claim.worker_id,
+               lease = l.lease,
+               heartbeat_at = v_now,
+               lease_expires_at = v_now + l.lease,
+               updated_at = v_now
+          FROM chosen AS l
+         -- An array, not a join: with max_runs unknown to a generic plan, a
+         -- join to picked would be planned as a hash join over all of runs.
+         -- Only one of the two subqueries runs: a CASE evaluates one branch.
+         WHERE r.run_id = ANY (CASE WHEN claim.kinds IS NULL
+                                    THEN ARRAY(SELECT p.run_id FROM picked AS p)
+                                    ELSE ARRAY(SELECT p.run_id FROM picked_of_kinds AS p) END)
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
+                  r.priority, r.payload, r.attempts, r.last_checkpoint,
+                  r.ready_at, r.lease_expires_at
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.claimed',
+               jsonb_build_object('worker_id', claim.worker_id, 'attempt', c.attempts),
+               v_now
+          FROM claimed AS c
+    )
+    -- A resumed run's checkpoint and inputs are read by VOLATILE functions, each
+    -- with a snapshot taken after this statement locked the run: this
+    -- statement's own snapshot may predate an input delivered (or a
+    -- checkpoint written) just before the row lock was taken.
+    SELECT c.run_id, c.lease_epoch::bigint, c.tenant_id::text, c.session_id::text,
+           c.kind::text, c.priority::integer, c.payload::jsonb, c.attempts::integer,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
+           c.lease_epoch > 1, c.lease_expires_at
+      FROM claimed AS c
+     ORDER BY c.priority, c.ready_at, c.run_id;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) IS
+$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; runs skipped for their kind keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).$c$;
+
+COMMIT;
+
+-- ==== deploy/function__refuse.sql ====
+
+-- Deploy runq:function__refuse to pg
+-- requires: table_runs
+-- requires: index_run_events_fenced
+-- requires: function__resolve_tool_calls
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The slow path of every worker write whose fenced statement matched no row.
+-- Why it matched nothing decides the answer:
+--   * no such run                      -> RQ003 (only a run that exists can fence);
+--   * ours, but cancel was requested   -> the run becomes cancelled now, in this
+--     (when the write honours cancel)     statement's transaction; false;
+--   * an epoch the run never had (negative, or above its lease_epoch: no
+--     claim has issued it yet) -> false and no event: a run.fenced there
+--     would come before that epoch's run.claimed, and would take the place
+--     (ON CONFLICT) of the real fencing of that epoch's worker later;
+--   * anything else (an older epoch, or not running) -> one run.fenced per run
+--     and stale epoch; false. The run itself is not touched.
+-- Epochs only grow and a run never returns to 'running' under an old epoch, so
+-- the state read here cannot turn back into a match.
+--
+-- Reworked for v0.2: before, a negative epoch raised 23514 (runq.epoch's
+-- check, on the event) and an epoch above the current one was logged.
+CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_epoch   bigint;
+    v_cancel  boolean;
+BEGIN
+    -- A NULL id or epoch matched nothing in the caller's fence; say why here,
+    -- off the hot path.
+    IF _refuse.run_id IS NULL OR _refuse.epoch IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('%s needs a run_id and an epoch, got run_id %s and epoch %s', operation,
+                             coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
+    END IF;
+
+    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
+      INTO v_status, v_epoch, v_cancel
+      FROM runq.runs AS r
+     WHERE r.run_id = _refuse.run_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ003',
+            MESSAGE = format('run %s not found', _refuse.run_id);
+    END IF;
+
+    IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        WITH cancelled AS (
+            UPDATE runq.runs AS r
+               SET status = 'cancelled', lease_expires_at = NULL,
+                   finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = _refuse.run_id
+               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+               AND r.cancel_requested
+            RETURNING r.run_id, r.lease_epoch
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.cancelled',
+               jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation), v_now
+          FROM cancelled AS c;
+        IF FOUND THEN
+            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            RETURN false;
+        END IF;
+    END IF;
+
+    IF _refuse.epoch NOT BETWEEN 0 AND v_epoch THEN
+        RETURN false;
+    END IF;
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (_refuse.run_id, _refuse.epoch, 'run.fenced',
+            jsonb_build_object('operation', operation, 'current_epoch', v_epoch,
+                               'status', v_status),
+            v_now)
+    ON CONFLICT (run_id, epoch) WHERE type = 'run.fenced' DO NOTHING;
+    RETURN false;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
+    'Internal: answers a worker write that its fence refused: RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
 COMMIT;

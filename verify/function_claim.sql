@@ -4,7 +4,7 @@ BEGIN;
 
 DO $$
 DECLARE
-    f regprocedure := 'runq.claim(integer[], text, interval, integer)';
+    f regprocedure := 'runq.claim(integer[], text, interval, integer, text[])';
 BEGIN
     ASSERT (SELECT p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp']
               FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
@@ -14,8 +14,11 @@ BEGIN
     ASSERT NOT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE');
     ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
     ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
-    -- The reworked claim, not v0.1.0's: its rows go out by RETURN QUERY.
-    ASSERT (SELECT p.prosrc LIKE '%RETURN QUERY%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
+    -- The claim of v0.2, which filters by kind, and only that one.
+    ASSERT (SELECT p.prosrc LIKE '%picked_of_kinds%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
+    ASSERT NOT EXISTS (SELECT FROM pg_catalog.pg_proc AS p
+                        WHERE p.proname = 'claim' AND p.pronamespace = 'runq'::regnamespace
+                          AND p.oid <> f);
 END $$;
 
 ROLLBACK;

@@ -225,11 +225,13 @@ class Client:
         worker_id: str | None = None,
         lease: timedelta | None = None,
         max_runs: int | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
-        """runq.claim: up to max_runs ready runs of these classes; [] when
-        nothing is ready."""
+        """runq.claim: up to max_runs ready runs of these classes (and of
+        these kinds, when given); [] when nothing is ready."""
         query, args = _call("claim", {"classes": list(classes)},
-                            {"worker_id": worker_id, "lease": lease, "max_runs": max_runs})
+                            {"worker_id": worker_id, "lease": lease, "max_runs": max_runs,
+                             "kinds": None if kinds is None else list(kinds)})
         return self._rows(ClaimedRun, query, args)
 
     def heartbeat(self, run_id: int, epoch: int) -> bool:
@@ -433,11 +435,13 @@ class AsyncClient:
         worker_id: str | None = None,
         lease: timedelta | None = None,
         max_runs: int | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
-        """runq.claim: up to max_runs ready runs of these classes; [] when
-        nothing is ready."""
+        """runq.claim: up to max_runs ready runs of these classes (and of
+        these kinds, when given); [] when nothing is ready."""
         query, args = _call("claim", {"classes": list(classes)},
-                            {"worker_id": worker_id, "lease": lease, "max_runs": max_runs})
+                            {"worker_id": worker_id, "lease": lease, "max_runs": max_runs,
+                             "kinds": None if kinds is None else list(kinds)})
         return await self._rows(ClaimedRun, query, args)
 
     async def heartbeat(self, run_id: int, epoch: int) -> bool:

@@ -6,20 +6,32 @@ Capacity is reserved by declaring slots per class set, for example::
 
 Two slots claim only interactive runs, so an interactive run never waits
 behind async work; four take interactive or async; one does maintenance.
-Each slot is a thread with its own connection that claims one run at a time
-and runs the handler registered for the run's kind with a RunContext.
+Each slot is a thread with its own connection that claims one run at a time,
+of the kinds it has handlers for only (a rolling deploy never hands a new kind
+to an old worker), and runs that kind's handler with a RunContext.
 
 The pool keeps no queue logic: every write is one fenced runq function, and
 the first one that says ``false`` (or a heartbeat that does) stops the run:
 the context raises RunStopped from then on and the pool writes nothing more
 for that run. A handler that returns completes the run with its return value;
-one that raises fails it with the exception's class and message.
+one that raises fails it with the exception's class and message; a return
+value jsonb cannot hold fails it with code ``result_not_json``.
+
+Nothing stops a thread of the pool: an error about one run ends the handling
+of that run only, any other error is logged and the thread carries on after a
+pause. A write that loses its connection (a server restart, a terminated
+backend) is sent again on a new one for up to a lease; fencing makes that
+safe. One heartbeat thread extends every in-flight run's lease; it never waits
+for a run's own write, and a run whose row another session holds locked costs
+it at most a lock timeout.
 
 Idle slots wake on ``LISTEN runq`` and poll every ``poll_interval`` seconds
 in any case (a PgBouncer in transaction mode drops notifications). A timer
 thread sweeps. ``stop()`` (SIGTERM or SIGINT under ``run()``) stops claiming,
 gives in-flight handlers ``grace`` seconds, then releases the runs still in
-flight with ``runq.release``, which follows each run's recovery policy.
+flight with ``runq.release``, which follows each run's recovery policy. A
+handler that raises SystemExit or KeyboardInterrupt gives its run back the
+same way and stops the pool.
 """
 
 from __future__ import annotations
@@ -36,21 +48,81 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
 from runq.client import Client
+from runq.errors import RunNotFound
 from runq.types import ClaimedRun, ToolCall
 
 __all__ = ["Handler", "RunContext", "RunStopped", "Slot", "WorkerPool", "main"]
 
 log = logging.getLogger("runq.pool")
 
+T = TypeVar("T")
+
+# A heartbeat waits at most this long for a run's row that another session
+# holds locked, so one locked run never holds up the heartbeats of the rest.
+# Set for that one statement only (set_config(..., true)): safe behind
+# PgBouncer in transaction mode, where a SET would stay on the server
+# connection for whichever client comes next.
+_HEARTBEAT = """SELECT runq.heartbeat(%(run_id)s, %(epoch)s)
+  FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS lock_timeout) AS s
+ WHERE s.lock_timeout IS NOT NULL"""
+
 
 class RunStopped(Exception):
-    """The run is no longer this worker's (fenced, cancelled, released):
-    stop working on it. The pool writes nothing more for it."""
+    """The run is no longer this worker's (fenced, cancelled, released,
+    purged): stop working on it. The pool writes nothing more for it."""
+
+
+class _Link:
+    """One thread's connection: opened on first use, and again after it broke."""
+
+    def __init__(self, conninfo: str, kwargs: Mapping[str, Any]) -> None:
+        self._conninfo = conninfo
+        self._kwargs = kwargs
+        self._conn: psycopg.Connection[Any] | None = None
+
+    @property
+    def lost(self) -> bool:
+        return self._conn is None or self._conn.closed or self._conn.broken
+
+    def connection(self) -> psycopg.Connection[Any]:
+        if self.lost:
+            self.close()
+            self._conn = psycopg.connect(self._conninfo, autocommit=True, **self._kwargs)
+        assert self._conn is not None
+        return self._conn
+
+    def client(self) -> Client:
+        return Client(self.connection())
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already broken: nothing to give back
+                log.debug("closing a broken connection failed", exc_info=True)
+
+
+def _persist(link: _Link, call: Callable[[Client], T], patience: float) -> T:
+    """``call`` on the link's connection; sent again on a new connection for
+    up to ``patience`` seconds while the connection is what failed. An error
+    of the statement itself (the connection is fine) is raised at once."""
+    deadline = time.monotonic() + patience
+    pause = 0.05
+    while True:
+        try:
+            return call(link.client())
+        except psycopg.Error as error:
+            if not link.lost or time.monotonic() >= deadline:
+                raise
+            log.warning("lost the database (%s); trying again", error)
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 1.0)
 
 
 class RunContext:
@@ -61,14 +133,18 @@ class RunContext:
     computations between writes can poll ``stop_requested``.
     """
 
-    def __init__(self, client: Client, run: ClaimedRun) -> None:
+    def __init__(self, link: _Link, run: ClaimedRun, lease: timedelta) -> None:
         self.run = run
-        self._client = client
-        self._stopped = threading.Event()
-        self._finished = False
-        # Serialises this run's writes with the heartbeater's, so a heartbeat
-        # never lands after the run's last write (it would log run.fenced).
-        self._lock = threading.Lock()
+        self._link = link
+        self._patience = lease.total_seconds()
+        # Guards the flags below and is never held during a round trip: a
+        # heartbeat never waits for this run's write, nor a write for a
+        # heartbeat, except the last write (see _write).
+        self._lock = threading.Condition()
+        self._stopped = False
+        self._finishing = False   # the last write is under way, or done
+        self._writing = 0         # writes under way: a heartbeat would queue on their row lock
+        self._beating = False     # a heartbeat is under way
 
     @property
     def run_id(self) -> int:
@@ -81,59 +157,100 @@ class RunContext:
     @property
     def stop_requested(self) -> bool:
         """True once the run is no longer ours; every write then raises."""
-        return self._stopped.is_set()
+        return self._stopped
 
-    def _write(self, call: Callable[[], bool], *, final: bool = False) -> None:
+    @property
+    def _done(self) -> bool:
+        return self._stopped or self._finishing
+
+    def _stop(self) -> None:
         with self._lock:
-            if self._stopped.is_set() or self._finished:
+            self._stopped = True
+
+    def _write(self, call: Callable[[Client], bool], *, final: bool = False,
+               link: _Link | None = None) -> None:
+        link = link or self._link
+        with self._lock:
+            if self._done:
                 raise RunStopped(f"run {self.run_id} epoch {self.epoch} is no longer ours")
-            if not call():
-                self._stopped.set()
-                raise RunStopped(f"run {self.run_id} epoch {self.epoch} was fenced or cancelled")
-            self._finished = final
+            self._writing += 1
+            if final:
+                # The last write waits out a heartbeat already sent, so that
+                # heartbeat cannot land after it and log run.fenced.
+                self._finishing = True
+                self._lock.wait_for(lambda: not self._beating)
+        try:
+            applied = _persist(link, call, self._patience)
+        except RunNotFound:
+            self._stop()
+            raise RunStopped(f"run {self.run_id} no longer exists") from None
+        except BaseException:
+            with self._lock:
+                # A write that raised did not change the run (bad argument,
+                # a value jsonb refuses): the handler, or the pool, may write
+                # again. Unless the database stayed out of reach for a whole
+                # lease: then the run is most likely no longer ours.
+                self._finishing = self._finishing and not final
+                self._stopped = self._stopped or link.lost
+            raise
+        finally:
+            with self._lock:
+                self._writing -= 1
+        if not applied:
+            self._stop()
+            raise RunStopped(f"run {self.run_id} epoch {self.epoch} was fenced or cancelled")
 
     def checkpoint(self, state: Any) -> None:
-        self._write(lambda: self._client.checkpoint(self.run_id, self.epoch, state))
+        self._write(lambda c: c.checkpoint(self.run_id, self.epoch, state))
 
     def begin_turn(self) -> None:
-        self._write(lambda: self._client.begin_turn(self.run_id, self.epoch))
+        self._write(lambda c: c.begin_turn(self.run_id, self.epoch))
 
     def begin_tool(self, call_id: str, tool: str, idempotency: str,
                    args: Mapping[str, Any] | None = None) -> None:
-        self._write(lambda: self._client.begin_tool(self.run_id, self.epoch, call_id, tool,
-                                                    idempotency, args))
+        self._write(lambda c: c.begin_tool(self.run_id, self.epoch, call_id, tool,
+                                           idempotency, args))
 
     def end_tool(self, call_id: str, outcome: Any) -> None:
-        self._write(lambda: self._client.end_tool(self.run_id, self.epoch, call_id, outcome))
+        self._write(lambda c: c.end_tool(self.run_id, self.epoch, call_id, outcome))
 
     def tool_calls(self) -> list[ToolCall]:
         """The run's tool calls: which are retryable, which uncertain."""
-        return self._client.tool_calls(self.run_id)
+        return _persist(self._link, lambda c: c.tool_calls(self.run_id), self._patience)
 
     def ask_user(self, question: Any) -> None:
         """Wait for the user; the handler should return after this."""
-        self._write(lambda: self._client.ask_user(self.run_id, self.epoch, question), final=True)
+        self._write(lambda c: c.ask_user(self.run_id, self.epoch, question), final=True)
 
     def complete(self, result: Any = None) -> None:
-        self._write(lambda: self._client.complete(self.run_id, self.epoch, result), final=True)
+        self._write(lambda c: c.complete(self.run_id, self.epoch, result), final=True)
 
     def fail(self, code: str, message: str | None = None, **details: Any) -> None:
         failure = {"code": code, **({"message": message} if message else {}), **details}
-        self._write(lambda: self._client.fail(self.run_id, self.epoch, failure), final=True)
+        self._write(lambda c: c.fail(self.run_id, self.epoch, failure), final=True)
 
-    def _heartbeat(self, client: Client) -> None:
-        with self._lock:
-            if self._stopped.is_set() or self._finished:
-                return
-            if not client.heartbeat(self.run_id, self.epoch):
-                self._stopped.set()
+    def _release(self, link: _Link | None = None) -> None:
+        """Give the run back (shutdown): the last write, from the pool, on
+        ``link`` when the slot's own connection may still be busy."""
+        self._write(lambda c: c.release(self.run_id, self.epoch), final=True, link=link)
 
-    def _release(self, client: Client) -> None:
+    def _heartbeat(self, conn: psycopg.Connection[Any], lock_timeout: str) -> None:
         with self._lock:
-            if self._stopped.is_set() or self._finished:
+            if self._done or self._writing:
+                # A write under way holds (or waits for) the run's row lock; a
+                # sweep skips a locked row, so the lease cannot be taken from
+                # us meanwhile, and the next round extends it.
                 return
-            self._stopped.set()
-            client.release(self.run_id, self.epoch)
+            self._beating = True
+        try:
+            row = conn.execute(_HEARTBEAT, {"run_id": self.run_id, "epoch": self.epoch,
+                                            "lock_timeout": lock_timeout}).fetchone()
+            if row is not None and row[0] is False:
+                self._stop()
+        finally:
+            with self._lock:
+                self._beating = False
+                self._lock.notify_all()
 
 
 Handler = Callable[[RunContext], Any]
@@ -160,7 +277,10 @@ class WorkerPool:
     connect_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not self.handlers:
+            raise ValueError("a worker pool needs at least one handler")
         self._slots = [s if isinstance(s, Slot) else Slot(tuple(s[0]), s[1]) for s in self.slots]
+        self._kinds = sorted(self.handlers)
         self._stopping = threading.Event()
         self._wake = threading.Condition()
         self._inflight: dict[int, RunContext] = {}
@@ -187,19 +307,29 @@ class WorkerPool:
 
     def join(self) -> None:
         """Wait for the handlers, up to ``grace`` seconds after ``stop()``,
-        then release what is still in flight."""
+        then release what is still in flight. Never raises: a run it cannot
+        release is logged, and its lease expires as a dead worker's would."""
         self._stopping.wait()
         deadline = time.monotonic() + self.grace
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        with self._inflight_lock:
-            leftover = list(self._inflight.values())
-        if leftover:
-            kwargs = self._connect_kwargs("runq-pool-release")
-            with Client.connect(self.conninfo, **kwargs) as client:
-                for ctx in leftover:
-                    ctx._release(client)
+        link = _Link(self.conninfo, self._connect_kwargs("runq-pool-release"))
+        try:
+            for ctx in self._leftover():
+                try:
+                    ctx._release(link)
                     log.info("released run %s (epoch %s)", ctx.run_id, ctx.epoch)
+                except RunStopped:
+                    pass  # finished, fenced or gone meanwhile: nothing to give back
+                except Exception:
+                    log.exception("could not release run %s (epoch %s); its lease will expire",
+                                  ctx.run_id, ctx.epoch)
+        finally:
+            link.close()
+
+    def _leftover(self) -> list[RunContext]:
+        with self._inflight_lock:
+            return list(self._inflight.values())
 
     def run(self) -> None:
         """start(), stop on SIGTERM or SIGINT, join()."""
@@ -216,9 +346,17 @@ class WorkerPool:
         return {"application_name": application_name, "prepare_threshold": None,
                 **self.connect_kwargs}
 
+    def _link(self, application_name: str) -> _Link:
+        return _Link(self.conninfo, self._connect_kwargs(application_name))
+
     def inflight(self) -> list[int]:
         with self._inflight_lock:
             return sorted(self._inflight)
+
+    def _forget(self, ctx: RunContext) -> None:
+        with self._inflight_lock:
+            if self._inflight.get(ctx.run_id) is ctx:
+                del self._inflight[ctx.run_id]
 
     # -- threads ----------------------------------------------------------------
 
@@ -229,68 +367,124 @@ class WorkerPool:
         thread.start()
 
     def _guarded(self, target: Callable[..., None], *args: Any) -> None:
-        # A lost connection (server restart, terminated backend) or any other
-        # database error must not silently shrink the pool: log, wait a poll
-        # interval, reconnect. The queue's state is all in the database.
+        # Nothing may silently shrink the pool: whatever a loop raises is
+        # logged and the loop starts again after a pause that grows while
+        # the failures go on. The queue's state is all in the database.
+        pause = self.poll_interval
         while not self._stopping.is_set():
+            started = time.monotonic()
             try:
                 target(*args)
                 return
-            except psycopg.Error as error:
-                log.warning("%s: %s; reconnecting", threading.current_thread().name, error)
-                self._stopping.wait(self.poll_interval)
+            except Exception:
+                if time.monotonic() - started > 60:  # a new bout of failures
+                    pause = self.poll_interval
+                log.exception("%s failed; starting it again in %.1f s",
+                              threading.current_thread().name, pause)
+                self._stopping.wait(pause)
+                pause = min(pause * 2, 30.0)
 
     def _slot_loop(self, classes: tuple[int, ...]) -> None:
-        with Client.connect(self.conninfo, **self._connect_kwargs("runq-pool")) as client:
+        link = self._link("runq-pool")
+        try:
             while not self._stopping.is_set():
-                runs = client.claim(classes, worker_id=self.worker_id, lease=self.lease)
+                runs = link.client().claim(classes, worker_id=self.worker_id, lease=self.lease,
+                                           kinds=self._kinds)
                 if not runs:
                     with self._wake:
                         self._wake.wait(self.poll_interval)
                     continue
-                self._execute(client, runs[0])
+                self._execute(link, runs[0])
+        finally:
+            link.close()
 
-    def _execute(self, client: Client, run: ClaimedRun) -> None:
-        ctx = RunContext(client, run)
+    def _execute(self, link: _Link, run: ClaimedRun) -> None:
+        ctx = RunContext(link, run, self.lease)
         with self._inflight_lock:
             self._inflight[run.run_id] = ctx
+        handler = self.handlers.get(run.kind)
         try:
-            handler = self.handlers.get(run.kind)
-            if handler is None:
-                ctx.fail("no_handler", f"no handler for kind {run.kind}")
-                return
-            try:
-                result = handler(ctx)
-            except RunStopped:
-                return
-            except Exception as error:  # the handler's failure is the run's
-                if not ctx.stop_requested:
-                    ctx.fail(type(error).__name__, str(error) or type(error).__name__)
-                return
-            if not ctx._finished and not ctx.stop_requested:
-                ctx.complete(result)
+            if handler is None:  # claimed by kind, so only if handlers changed since
+                log.error("run %s: no handler for kind %s; releasing it", run.run_id, run.kind)
+                ctx._release()
+            else:
+                self._handle(ctx, handler)
         except RunStopped:
             pass
+        except Exception:  # about this run only: the slot goes on
+            log.exception("run %s (epoch %s): its last write failed", run.run_id, run.epoch)
         finally:
-            with self._inflight_lock:
-                self._inflight.pop(run.run_id, None)
+            self._forget(ctx)
+
+    def _handle(self, ctx: RunContext, handler: Handler) -> None:
+        try:
+            result = handler(ctx)
+        except RunStopped:
+            return
+        except (KeyboardInterrupt, SystemExit) as error:
+            log.warning("run %s: the handler raised %r; releasing it and stopping the pool",
+                        ctx.run_id, error)
+            self.stop()
+            ctx._release()
+            return
+        except BaseException as error:  # the handler's failure is the run's
+            if not ctx._done:
+                # jsonb holds no \u0000, so neither may the message
+                message = (str(error) or type(error).__name__).replace("\x00", "\\0")
+                ctx.fail(type(error).__name__, message)
+            return
+        if ctx._done:
+            return
+        try:
+            ctx.complete(result)
+        except (TypeError, ValueError, psycopg.DataError) as error:
+            # Not JSON (a set, an object), or JSON that jsonb refuses (NaN,
+            # \u0000): the complete never reached the run, so fail it instead.
+            ctx.fail("result_not_json",
+                     f"the handler's result ({type(result).__name__}) cannot be stored as jsonb:"
+                     f" {error}")
 
     def _heartbeat_loop(self) -> None:
         interval = self.lease.total_seconds() / 3
-        with Client.connect(self.conninfo, **self._connect_kwargs("runq-pool-heartbeat")) as client:
-            while not self._stopping.wait(interval):
-                with self._inflight_lock:
-                    contexts = list(self._inflight.values())
-                for ctx in contexts:
-                    ctx._heartbeat(client)
-            # Keep the in-flight runs' leases alive through the grace period.
-            deadline = time.monotonic() + self.grace
-            while self.inflight() and time.monotonic() < deadline:
-                with self._inflight_lock:
-                    contexts = list(self._inflight.values())
-                for ctx in contexts:
-                    ctx._heartbeat(client)
-                time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+        lock_timeout = f"{max(1, int(interval * 1000 / 4))}ms"
+        link = self._link("runq-pool-heartbeat")
+        grace_ends: float | None = None
+        try:
+            while True:
+                if self._stopping.is_set():
+                    # Keep the in-flight runs' leases alive through the grace period.
+                    grace_ends = grace_ends or time.monotonic() + self.grace
+                    if not self.inflight() or time.monotonic() >= grace_ends:
+                        return
+                started = time.monotonic()
+                self._beat(link, lock_timeout)
+                pause = interval - (time.monotonic() - started)
+                if link.lost:
+                    pause = min(pause, self.poll_interval)
+                if grace_ends is None:
+                    self._stopping.wait(max(0.0, pause))
+                else:
+                    time.sleep(max(0.0, min(pause, grace_ends - time.monotonic())))
+        finally:
+            link.close()
+
+    def _beat(self, link: _Link, lock_timeout: str) -> None:
+        """One heartbeat for each in-flight run; an error ends that run's only."""
+        for ctx in self._leftover():
+            try:
+                ctx._heartbeat(link.connection(), lock_timeout)
+            except psycopg.Error as error:
+                if link.lost:
+                    log.warning("heartbeats: lost the database (%s)", error)
+                    return
+                if error.sqlstate == RunNotFound.sqlstate:
+                    log.warning("run %s no longer exists; dropping it", ctx.run_id)
+                    ctx._stop()
+                    self._forget(ctx)
+                else:
+                    log.warning("heartbeat of run %s: %s", ctx.run_id, error)
+            if ctx.stop_requested:
+                self._forget(ctx)
 
     def _listen_loop(self) -> None:
         with psycopg.connect(self.conninfo, autocommit=True,
@@ -303,10 +497,13 @@ class WorkerPool:
 
     def _sweep_loop(self) -> None:
         assert self.sweep_interval
-        with Client.connect(self.conninfo, **self._connect_kwargs("runq-pool-sweep")) as client:
+        link = self._link("runq-pool-sweep")
+        try:
             while not self._stopping.wait(self.sweep_interval):
-                for action in client.sweep():
+                for action in link.client().sweep():
                     log.info("sweep: run %s %s", action.run_id, action.action)
+        finally:
+            link.close()
 
 
 # -- runq worker ------------------------------------------------------------------
