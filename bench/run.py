@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PGBIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DB = "runq_bench"
-PARTS = ("cycle", "latency", "heartbeat", "soak", "xmin", "submit")
+PARTS = ("cycle", "latency", "kinds", "heartbeat", "soak", "xmin", "submit")
 
 
 @dataclass(frozen=True)
@@ -95,14 +95,15 @@ class Bench:
         self.psql("VACUUM ANALYZE runq.runs, runq.run_events, bench_minq,"
                   " bench_floor, bench_floor_events")
 
-    def load_runq(self, n: int, priority: int, *, scheduled: bool = False) -> None:
+    def load_runq(self, n: int, priority: int, *, scheduled: bool = False,
+                  kind: str = "bench.cycle") -> None:
         # Straight into the table, as a bulk load would: submit's own cost is
         # measured on its own below.
         when = "now() + interval '1 day'" if scheduled else "NULL"
         self.psql(
             "INSERT INTO runq.runs"
             " (created_at, updated_at, scheduled_for, priority, tenant_id, kind)"
-            f" SELECT clock_timestamp(), now(), {when}, {priority}, 'bench', 'bench.cycle'"
+            f" SELECT clock_timestamp(), now(), {when}, {priority}, 'bench', '{kind}'"
             f" FROM generate_series(1, {n})")
 
     def load_minq(self, n: int, table: str = "bench_minq") -> None:
@@ -171,6 +172,20 @@ class Bench:
         self.psql("VACUUM ANALYZE runq.runs")
         with tempfile.TemporaryDirectory() as d:
             _, lat = self.pgbench("claim_interactive.pgbench", 1,
+                                  transactions=s.latency_claims, log_dir=d)
+        return percentile(lat, 50), percentile(lat, 99)
+
+    def claim_kind_latency(self, backlog: bool) -> tuple[float, float]:
+        """A claim naming its kind, behind a backlog of another kind queued
+        earlier in the same class (or none)."""
+        s = self.sizes
+        self.reset()
+        if backlog:
+            self.load_runq(s.backlog, 0, kind="bench.other")
+        self.load_runq(s.latency_claims, 0, kind="bench.mine")
+        self.psql("VACUUM ANALYZE runq.runs")
+        with tempfile.TemporaryDirectory() as d:
+            _, lat = self.pgbench("claim_kind.pgbench", 1,
                                   transactions=s.latency_claims, log_dir=d)
         return percentile(lat, 50), percentile(lat, 99)
 
@@ -296,6 +311,24 @@ def main() -> None:
         say("|---|---:|---:|")
         say(f"| empty | {empty[0]:.3f} | {empty[1]:.3f} |")
         say(f"| {sizes.backlog:,} async queued + {2 * sizes.scheduled:,} scheduled"
+            f" | {full[0]:.3f} | {full[1]:.3f} |")
+        say(f"| ratio | {full[0] / empty[0]:.2f} | **{full[1] / empty[1]:.2f}** |")
+        say("")
+
+    if "kinds" in only:
+        kinds: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+        for _ in range(sizes.reps):
+            for backlog in (False, True):
+                kinds[backlog].append(bench.claim_kind_latency(backlog=backlog))
+        empty, full = ((statistics.median(p50 for p50, _ in kinds[b]),
+                        statistics.median(p99 for _, p99 in kinds[b])) for b in (False, True))
+        say(f"## Claim of one kind ({sizes.latency_claims:,} claims with kinds, 1 client,"
+            f" median of {sizes.reps})")
+        say("")
+        say("| queue | p50 (ms) | p99 (ms) |")
+        say("|---|---:|---:|")
+        say(f"| only that kind queued | {empty[0]:.3f} | {empty[1]:.3f} |")
+        say(f"| behind {sizes.backlog:,} older runs of another kind, same class"
             f" | {full[0]:.3f} | {full[1]:.3f} |")
         say(f"| ratio | {full[0] / empty[0]:.2f} | **{full[1] / empty[1]:.2f}** |")
         say("")

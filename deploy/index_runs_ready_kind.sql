@@ -17,7 +17,9 @@
 -- script drops such a leftover first, so deploying again is the remedy.
 SET lock_timeout = 0;
 SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
 DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_kind_idx;
+RESET client_min_messages;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_ready_kind_idx ON runq.runs (priority, kind, ready_at, run_id)
     WHERE status = 'queued';
 RESET statement_timeout;

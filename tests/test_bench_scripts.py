@@ -87,12 +87,21 @@ def test_other_scripts_run(bench_url: str, conn: psycopg.Connection) -> None:
     pgbench(bench_url, "ceiling.pgbench", CYCLES)
     load_runs(conn, CYCLES, priority=0)
     pgbench(bench_url, "claim_interactive.pgbench", CYCLES)
+    conn.execute("INSERT INTO runq.runs (created_at, updated_at, priority, tenant_id, kind)"
+                 " SELECT clock_timestamp(), now(), 0, 'bench', k"
+                 " FROM unnest(ARRAY['bench.other', 'bench.mine']) AS k,"
+                 " generate_series(1, %s)", (CYCLES,))
+    pgbench(bench_url, "claim_kind.pgbench", CYCLES)
     pgbench(bench_url, "heartbeat.pgbench", CYCLES, runs=CYCLES)
     pgbench(bench_url, "submit_one.pgbench", 5)
     pgbench(bench_url, "submit_batch.pgbench", 2)
     assert conn.execute("SELECT count(*) FROM runq.runs WHERE status = 'running'"
-                        " AND lease_epoch = 1 AND priority = 0").fetchone()[0] == CYCLES
+                        " AND lease_epoch = 1 AND priority = 0 AND kind = 'bench.cycle'").fetchone()[0] == CYCLES
     assert conn.execute("SELECT count(*) FROM runq.runs WHERE kind = 'bench.submit'").fetchone()[0] == 205
+    # claim_kind.pgbench took every run of its kind and none of the older other kind.
+    assert conn.execute("SELECT kind::text, status::text, count(*) FROM runq.runs"
+                        " WHERE kind IN ('bench.other', 'bench.mine') GROUP BY 1, 2 ORDER BY 1").fetchall() \
+        == [("bench.mine", "running", CYCLES), ("bench.other", "queued", CYCLES)]
 
 
 def load_runs(conn: psycopg.Connection, n: int, priority: int) -> None:
