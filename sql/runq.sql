@@ -3440,9 +3440,12 @@ SET LOCAL statement_timeout = '10s';
 -- its newest checkpoint (one key lookup) and the inputs delivered after it,
 -- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
 --
--- Reworked for v0.2: kinds text[] DEFAULT NULL, appended, so every earlier
--- call still resolves here. The signature changes, so the function is dropped
--- and created again in this transaction (callers see one or the other).
+-- Reworked for v0.2: kinds text[] DEFAULT NULL, appended. The signature
+-- changes, so the function is dropped and created again in this transaction
+-- (callers see one or the other). What squawk warns of, a client broken by the
+-- drop, cannot happen here: every call of the four-argument claim, positional
+-- or named, resolves to the new one through the default.
+-- squawk-ignore ban-drop-function
 DROP FUNCTION runq.claim(integer[], text, interval, integer);
 
 CREATE FUNCTION runq.claim(
