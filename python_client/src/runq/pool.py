@@ -143,7 +143,6 @@ class RunContext:
         self._lock = threading.Condition()
         self._stopped = False
         self._finishing = False   # the last write is under way, or done
-        self._writing = 0         # writes under way: a heartbeat would queue on their row lock
         self._beating = False     # a heartbeat is under way
 
     @property
@@ -173,7 +172,6 @@ class RunContext:
         with self._lock:
             if self._done:
                 raise RunStopped(f"run {self.run_id} epoch {self.epoch} is no longer ours")
-            self._writing += 1
             if final:
                 # The last write waits out a heartbeat already sent, so that
                 # heartbeat cannot land after it and log run.fenced.
@@ -193,9 +191,6 @@ class RunContext:
                 self._finishing = self._finishing and not final
                 self._stopped = self._stopped or link.lost
             raise
-        finally:
-            with self._lock:
-                self._writing -= 1
         if not applied:
             self._stop()
             raise RunStopped(f"run {self.run_id} epoch {self.epoch} was fenced or cancelled")
@@ -236,11 +231,12 @@ class RunContext:
 
     def _heartbeat(self, conn: psycopg.Connection[Any], lock_timeout: str) -> None:
         with self._lock:
-            if self._done or self._writing:
-                # A write under way holds (or waits for) the run's row lock; a
-                # sweep skips a locked row, so the lease cannot be taken from
-                # us meanwhile, and the next round extends it.
+            if self._done:
                 return
+            # Sent even while one of the run's own writes is under way: that
+            # write may wait on a lock before it takes the run's row. If it
+            # holds the row, this heartbeat gives up at its lock timeout, and
+            # the lease is safe anyway: a sweep steps over a locked row.
             self._beating = True
         try:
             row = conn.execute(_HEARTBEAT, {"run_id": self.run_id, "epoch": self.epoch,
