@@ -179,7 +179,8 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
     ("claim", "queued", [("classes", "integer[]", "ARRAY[%(cls)s]::integer[]", False),
                          ("worker_id", "text", "'w'", True),        # NULL: anonymous worker
                          ("lease", "interval", "interval '1 hour'", True),  # NULL: settings' lease
-                         ("max_runs", "integer", "1", False)]),
+                         ("max_runs", "integer", "1", False),
+                         ("kinds", "text[]", "ARRAY['k']", True)]),  # NULL: any kind
     ("heartbeat", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False)]),
     ("complete", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
                              ("result", "jsonb", "'{\"ok\": 1}'", True)]),  # result may be NULL
@@ -287,6 +288,10 @@ VALUE_CASES: list[Case] = [
     # A class nobody uses is not an error: nothing is ready there.
     accepted("claim-class-unused", *v("claim", classes="ARRAY[31999]"),
              check="SELECT status = 'queued' FROM runq.runs WHERE run_id = %(q)s"),
+    # -- kinds: empty, NULL inside, not one-dimensional
+    rejected("claim-kinds-empty", *v("claim", kinds="ARRAY[]::text[]"), "kinds", "{}"),
+    rejected("claim-kinds-null-element", *v("claim", kinds="ARRAY['k', NULL]"), "kinds", "NULL"),
+    rejected("claim-kinds-2d", *v("claim", kinds="ARRAY[['k'], ['j']]"), "kinds", "{{k},{j}}"),
     rejected("submit-priority-negative", *v("submit", priority="-1"), "priority", "-1"),
     rejected("submit-priority-32768", *v("submit", priority="32768"), "priority", "32768"),
     rejected("submit-priority-int-min", *v("submit", priority="-2147483648"), "priority", "-2147483648"),

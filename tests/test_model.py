@@ -2,13 +2,16 @@
 pure-Python model of DESIGN.md, on a real database.
 
 Each step calls one of runq's public functions: submit (with idempotency keys;
-routed to a session's waiting run), claim, heartbeat, checkpoint, begin_turn,
-begin_tool, end_tool, complete, fail, ask_user, release, cancel,
-deliver_input, redrive, sweep, or a call that must be refused (RQ003, 22023).
-Four sessions (two tenants, and the NULL session); workers holding (run_id,
-epoch) handles that are live, stale or forged; recovery policies resume, fail
-and zero_work; max_attempts 1 to 3; classes 0, 10, 20; scheduled_for NULL,
-past or far future; queue_ttl NULL or one hour.
+routed to a session's waiting run), claim (sometimes by kind: only runs of the
+kinds named, a subset of chat.turn and batch, repeats allowed), heartbeat,
+checkpoint, begin_turn, begin_tool, end_tool, complete, fail, ask_user,
+release, cancel, deliver_input, redrive, sweep, or a call that must be
+refused (RQ003, 22023). Four sessions (two tenants, and the NULL session);
+workers holding (run_id, epoch) handles that are live, stale or forged (the
+run's epoch - 1 or + 1, 0, -1, the least or the largest bigint); recovery
+policies resume, fail and zero_work; max_attempts 1 to 3; classes 0, 10, 20;
+kinds chat.turn and batch; scheduled_for NULL, past or far future; queue_ttl
+NULL or one hour.
 
 Time passes as test setup, never by waiting:
   * a lease lapses when the test moves its lease_expires_at into the past, or
@@ -30,15 +33,19 @@ the idempotency keys. So a rejected call that changed something shows too.
 Where DESIGN.md is silent the model follows what the implementation chose, as
 an experienced user would expect it: claim order within a class is
 coalesce(scheduled_for, created_at), then run_id (River's scheduled_at order,
-STYLE.md); one sweep decides a run once (a run it requeues is not also
-expired by queue_ttl in that sweep); bad arguments are refused (22023) before
-the fence, and the fence before end_tool's "never began" 22023; begin_tool
-may reuse the call_id of a retryable or uncertain call, or of a started one in
-the same epoch (else RQ004); calls left started are resolved (retryable or
-uncertain) whenever a lease ends by expiry, release or a worker observing the
-cancel, not by complete, fail or ask_user; redrive clears scheduled_for and
-the cancel flag and opens a fresh queue_ttl window; a second cancel of a
-running run answers cancel_requested and logs nothing.
+STYLE.md), with or without kinds; a worker call under an epoch the run never
+had (negative, or above its current epoch) answers false, changes nothing and
+logs nothing, not even run.fenced, while one the run had and lost (0 included,
+also on a run never claimed) logs its one run.fenced; one sweep decides a run
+once (a run it requeues is not also expired by queue_ttl in that sweep); bad
+arguments are refused (22023) before the fence, and the fence before
+end_tool's "never began" 22023; begin_tool may reuse the call_id of a
+retryable or uncertain call, or of a started one in the same epoch (else
+RQ004); calls left started are resolved (retryable or uncertain) whenever a
+lease ends by expiry, release or a worker observing the cancel, not by
+complete, fail or ask_user; redrive clears scheduled_for and the cancel flag
+and opens a fresh queue_ttl window; a second cancel of a running run answers
+cancel_requested and logs nothing.
 
 A failure's message shows the example as a numbered story of calls and
 answers. 200 examples of 30 steps in CI; RUNQ_SOAK=1 runs 5,000 of 50.
@@ -91,6 +98,12 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 CLASS_SETS = [[0, 10, 20], [0], [10], [20], [0, 10], [10, 20], [0, 10, 20], [0, 10, 20]]
 IDEMPOTENCY = ("read_only", "idempotent", "non_idempotent")
 MISSING = 10**12  # a run_id that never exists
+MAX_EPOCH = 2**63 - 1  # the largest and least bigint, epochs no run ever has
+MIN_EPOCH = -2**63
+# What a claim may name as kinds: mostly nothing (every kind), else a subset
+# of the kinds submitted, a repeated kind included.
+KINDS: list[list[str] | None] = [None, None, None, None, ["chat.turn"], ["batch"],
+                                 ["batch", "chat.turn"], ["chat.turn", "chat.turn"]]
 # What a step does, weighted by repetition: a run's life is mostly worker calls.
 # What a step may do, with weights. Worker calls weigh more while some worker
 # holds a live lease (a run's life is mostly worker calls) and claims while a
@@ -109,6 +122,8 @@ REJECTED = [
     ("RQ003", "SELECT runq.complete(run_id => %s, epoch => 1)"),
     ("RQ003", "SELECT runq.release(run_id => %s, epoch => 1)"),
     ("RQ003", "SELECT runq.ask_user(run_id => %s, epoch => 1, question => '{}')"),
+    ("RQ003", "SELECT runq.begin_turn(run_id => %s, epoch => -1)"),
+    ("RQ003", "SELECT runq.checkpoint(run_id => %s, epoch => 9223372036854775807, state => '{}')"),
     ("RQ003", "SELECT runq.cancel(run_id => %s)"),
     ("RQ003", "SELECT runq.deliver_input(run_id => %s, input => '{}')"),
     ("RQ003", "SELECT runq.redrive(run_id => %s)"),
@@ -116,6 +131,9 @@ REJECTED = [
     ("22023", "SELECT * FROM runq.claim(classes => NULL)"),
     ("22023", "SELECT * FROM runq.claim(classes => '{0}', max_runs => 0)"),
     ("22023", "SELECT * FROM runq.claim(classes => '{40000}')"),
+    ("22023", "SELECT * FROM runq.claim(classes => '{0, 10, 20}', kinds => '{}')"),
+    ("22023", "SELECT * FROM runq.claim(classes => '{0, 10, 20}', kinds => '{chat.turn,NULL}')"),
+    ("22023", "SELECT * FROM runq.claim(classes => '{0, 10}', kinds => '{{chat.turn},{batch}}')"),
     ("22023", "SELECT * FROM runq.sweep(max_runs => 0)"),
     ("22023", ("SELECT * FROM runq.submit(tenant_id => 'acme', kind => 'k', session_id => 's1',"
                " recovery_policy => 'retry')")),
@@ -158,6 +176,7 @@ class Run:
     run_id: int
     tenant: str
     session: str | None
+    kind: str
     priority: int
     policy: str
     max_attempts: int
@@ -265,7 +284,8 @@ CHANGES: dict[str, Callable[[Request], dict[str, Any]]] = {
 # The invariant's reads, through the public functions where there is one.
 # scheduled_for is read as the model's names for it.
 READ_RUNS = """
-SELECT g.run_id, g.tenant_id, g.session_id, g.status, g.priority, g.attempts, g.max_attempts,
+SELECT g.run_id, g.tenant_id, g.session_id, g.kind, g.status, g.priority, g.attempts,
+       g.max_attempts,
        CASE WHEN g.scheduled_for IS NULL THEN 'none'
             WHEN g.scheduled_for = '2000-01-01 00:00:00+00' THEN 'past'
             WHEN g.scheduled_for = '2999-01-01 00:00:00+00' THEN 'future'
@@ -383,9 +403,9 @@ class Model:
         else:
             if new_run_id is None or new_run_id in self.runs:
                 return ("a new run", "created"), None  # runq did not create one: the step fails
-            r = Run(run_id=new_run_id, tenant=q.tenant, session=q.session, priority=q.priority,
-                    policy=q.policy, max_attempts=q.max_attempts, has_ttl=q.ttl,
-                    payload=dict(q.payload), created_t=self.t, sched=q.sched)
+            r = Run(run_id=new_run_id, tenant=q.tenant, session=q.session, kind=q.kind,
+                    priority=q.priority, policy=q.policy, max_attempts=q.max_attempts,
+                    has_ttl=q.ttl, payload=dict(q.payload), created_t=self.t, sched=q.sched)
             r.events["run.created"] += 1
             self.runs[new_run_id] = r
             result = (new_run_id, "created")
@@ -434,9 +454,11 @@ class Model:
         return True, None
 
     # ---- workers
-    def claim(self, classes: list[int], max_runs: int, short: bool) -> list[tuple[Any, ...]]:
+    def claim(self, classes: list[int], kinds: list[str] | None, max_runs: int,
+              short: bool) -> list[tuple[Any, ...]]:
         ready = sorted((r for r in self.runs.values()
-                        if r.claimable() and r.priority in classes),
+                        if r.claimable() and r.priority in classes
+                        and (kinds is None or r.kind in kinds)),
                        key=Run.order_key)[:max_runs]
         rows = []
         for r in ready:
@@ -450,7 +472,7 @@ class Model:
             after = r.checkpoint[0] if r.checkpoint else 0
             inputs = [v for s, v in r.inputs if s > after]
             rows.append((r.run_id, r.epoch, r.attempts, r.epoch > 1, checkpoint, inputs,
-                         r.payload, r.session, r.priority))
+                         r.payload, r.session, r.priority, r.kind))
         return rows
 
     def worker(self, h: Handle, honours_cancel: bool) -> tuple[Run | None, Outcome | None]:
@@ -459,6 +481,10 @@ class Model:
         r = self.runs.get(h.run_id)
         if r is None:
             return None, (None, "RQ003")
+        if h.epoch < 0 or h.epoch > r.epoch:
+            # an epoch the run never had: false, and not even a run.fenced
+            SEEN["(worker calls under an epoch the run never had)"] += 1
+            return None, (False, None)
         if r.status == "running" and r.epoch == h.epoch:
             if not (honours_cancel and r.cancel):
                 return r, None
@@ -681,11 +707,15 @@ class RunqMachine(RuleBasedStateMachine):
 
     def pick_handle(self, data: st.DataObject) -> Handle:
         """A live handle mostly; else any handle held so far, or one forged
-        for a run: an epoch the worker was never, or is no longer, given."""
+        for a run: an epoch the worker was never, or is no longer, given --
+        one the run had and lost (its epoch - 1, or 0) or one it never had
+        (negative, above its epoch, the largest bigint)."""
         if not self.handles or data.draw(st.integers(0, 7), label="forge") == 5:
             run_id = data.draw(st.sampled_from(sorted(self.model.runs)), label="run_id")
-            delta = data.draw(st.sampled_from([-1, 1]), label="epoch delta")
-            forged = Handle(run_id, max(0, self.model.runs[run_id].epoch + delta), "forger")
+            epoch = self.model.runs[run_id].epoch
+            forged = Handle(run_id, data.draw(st.sampled_from(
+                [epoch - 1, epoch + 1, 0, -1, MAX_EPOCH, MIN_EPOCH]), label="forged epoch"),
+                "forger")
             self.handles.append(forged)
             return forged
         handle: Handle = self.pick(data, [h for h in self.handles if self.live(h)], self.handles,
@@ -759,20 +789,26 @@ class RunqMachine(RuleBasedStateMachine):
 
     # ---- workers
     def do_claim(self, data: st.DataObject) -> None:
+        """Any kind mostly (kinds omitted, the v0.1 call); sometimes by kind."""
         classes = data.draw(st.sampled_from(CLASS_SETS), label="classes")
+        kinds = data.draw(st.sampled_from(KINDS), label="kinds")
         max_runs = data.draw(st.integers(1, 3), label="max_runs")
         short = data.draw(st.sampled_from([False, False, True]), label="1 ms lease")
         worker = data.draw(st.sampled_from(["w1", "w2", "w3"]), label="worker")
         rows, state = self.call(
             "SELECT run_id, epoch, attempt, resumed, checkpoint, inputs, payload, session_id,"
-            " priority FROM runq.claim(classes => %s::integer[], worker_id => %s, lease => %s,"
-            " max_runs => %s)",
-            (classes, worker, SHORT_LEASE if short else LONG_LEASE, max_runs))
-        want = self.model.claim(classes, max_runs, short)
+            " priority, kind FROM runq.claim(classes => %s::integer[], worker_id => %s,"
+            " lease => %s, max_runs => %s" + (")" if kinds is None else ", kinds => %s::text[])"),
+            (classes, worker, SHORT_LEASE if short else LONG_LEASE, max_runs,
+             *([] if kinds is None else [kinds])))
+        if kinds is not None and any(r.claimable() and r.priority in classes
+                                     and r.kind not in kinds for r in self.model.runs.values()):
+            SEEN["claim by kind: a ready run of another kind passed over"] += 1
+        want = self.model.claim(classes, kinds, max_runs, short)
         got_rows = sorted(rows or [], key=lambda row: row[0])
-        self.expect(f"claim({classes}, max_runs={max_runs}, {worker}"
-                    f"{', 1 ms lease' if short else ''})", (got_rows, state),
-                    (sorted(want, key=lambda row: row[0]), None))
+        self.expect(f"claim({classes}{'' if kinds is None else f', kinds={kinds}'},"
+                    f" max_runs={max_runs}, {worker}{', 1 ms lease' if short else ''})",
+                    (got_rows, state), (sorted(want, key=lambda row: row[0]), None))
         self.handles.extend(Handle(row[0], row[1], worker) for row in got_rows)
 
     def do_heartbeat(self, data: st.DataObject) -> None:
@@ -883,15 +919,16 @@ class RunqMachine(RuleBasedStateMachine):
 
         assert [row[0] for row in rows] == sorted(m.runs), \
             f"runs in the database {[row[0] for row in rows]}, in the model {sorted(m.runs)}"
-        for (run_id, tenant, session, status, priority, attempts, max_attempts, sched, epoch,
-             cancel, result, failure, question, finished) in rows:
+        for (run_id, tenant, session, kind, status, priority, attempts, max_attempts, sched,
+             epoch, cancel, result, failure, question, finished) in rows:
             r = m.runs[run_id]
-            got = {"tenant": tenant, "session": session, "status": status, "priority": priority,
-                   "attempts": attempts, "max_attempts": max_attempts, "epoch": epoch,
-                   "cancel": cancel, "failure_code": failure["code"] if failure else None,
+            got = {"tenant": tenant, "session": session, "kind": kind, "status": status,
+                   "priority": priority, "attempts": attempts, "max_attempts": max_attempts,
+                   "epoch": epoch, "cancel": cancel,
+                   "failure_code": failure["code"] if failure else None,
                    "question": question, "result": result if status == "succeeded" else None,
                    "scheduled_for": sched, "finished": finished}
-            want = {"tenant": r.tenant, "session": r.session, "status": r.status,
+            want = {"tenant": r.tenant, "session": r.session, "kind": r.kind, "status": r.status,
                     "priority": r.priority, "attempts": r.attempts,
                     "max_attempts": r.max_attempts, "epoch": r.epoch, "cancel": r.cancel,
                     "failure_code": r.failure_code, "question": r.question,

@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(300);
+SELECT plan(301);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -234,8 +234,8 @@ SELECT is(
 -- ---------------------------------------------------------------------------
 SELECT indexes_are('runq', 'settings', ARRAY['settings_pkey']);
 SELECT indexes_are('runq', 'runs',
-    ARRAY['runs_pkey', 'runs_ready_idx', 'runs_session_active_key', 'runs_held_idx',
-          'runs_queue_expiry_idx', 'runs_dead_letter_idx']);
+    ARRAY['runs_pkey', 'runs_ready_idx', 'runs_ready_kind_idx', 'runs_session_active_key',
+          'runs_held_idx', 'runs_queue_expiry_idx', 'runs_dead_letter_idx']);
 SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key']);
 SELECT indexes_are('runq', 'idempotency_keys', ARRAY['idempotency_keys_scope_key', 'idempotency_keys_run_idx']);
 SELECT indexes_are('runq', 'checkpoints', ARRAY['checkpoints_pkey']);
@@ -246,6 +246,8 @@ SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, 
   FROM (VALUES
     ('runs_ready_idx',
      'CREATE INDEX runs_ready_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE ((status)::text = ''queued''::text)'),
+    ('runs_ready_kind_idx',
+     'CREATE INDEX runs_ready_kind_idx ON runq.runs USING btree (priority, kind, ready_at, run_id) WHERE ((status)::text = ''queued''::text)'),
     ('runs_session_active_key',
      'CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text])) AND (session_id IS NOT NULL))'),
     ('runs_held_idx',

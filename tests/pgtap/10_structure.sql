@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(135);
+SELECT plan(136);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -23,9 +23,9 @@ INSERT INTO contract VALUES
     ('get_run', ARRAY['bigint'], 'run_id bigint', 'runq.run_info'),
     ('run_events', ARRAY['bigint'], 'run_id bigint', 'SETOF runq.run_event'),
     -- workers
-    ('claim', ARRAY['integer[]', 'text', 'interval', 'integer'],
+    ('claim', ARRAY['integer[]', 'text', 'interval', 'integer', 'text[]'],
      'classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, '
-     'max_runs integer DEFAULT 1',
+     'max_runs integer DEFAULT 1, kinds text[] DEFAULT NULL::text[]',
      'TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text, kind text, priority integer, '
      'payload jsonb, attempt integer, checkpoint jsonb, inputs jsonb, resumed boolean, '
      'lease_expires_at timestamp with time zone)'),
@@ -111,6 +111,8 @@ SELECT lives_ok($$SELECT * FROM runq.claim(ARRAY[0, 10])$$,
                 'runq.claim(ARRAY[0,10]) works without casts');
 SELECT lives_ok($$SELECT * FROM runq.claim(classes => ARRAY[20], worker_id => 'w', lease => '30 seconds', max_runs => 2)$$,
                 'runq.claim works in named notation with untyped literals');
+SELECT lives_ok($$SELECT * FROM runq.claim(ARRAY[20], kinds => '{chat.turn}')$$,
+                'runq.claim takes kinds in named notation as an untyped literal');
 SELECT results_eq(
     $$SELECT outcome FROM runq.submit(tenant_id => 'acme', kind => 'chat.turn', session_id => 's1', priority => 0)$$,
     $$VALUES ('created'::text)$$,

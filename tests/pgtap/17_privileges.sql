@@ -15,7 +15,7 @@ INSERT INTO grants VALUES
     ('cancel',        ARRAY['bigint', 'text'],                         true,  false),
     ('get_run',       ARRAY['bigint'],                                 true,  false),
     ('run_events',    ARRAY['bigint'],                                 true,  false),
-    ('claim',         ARRAY['integer[]', 'text', 'interval', 'integer'], false, true),
+    ('claim',         ARRAY['integer[]', 'text', 'interval', 'integer', 'text[]'], false, true),
     ('heartbeat',     ARRAY['bigint', 'bigint'],                       false, true),
     ('complete',      ARRAY['bigint', 'bigint', 'jsonb'],              false, true),
     ('fail',          ARRAY['bigint', 'bigint', 'jsonb'],              false, true),

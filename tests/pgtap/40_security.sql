@@ -9,7 +9,8 @@
 -- 2. A non-superuser places objects in public that shadow what runq's
 --    functions use (sha256, jsonb_typeof, clock_timestamp, format, nextval,
 --    cardinality, jsonb_build_object, pg_notify, runq's own helper names, the
---    = operator for text and for bigint, <= for timestamptz, tables named
+--    = operator for text and for bigint, <, >, <= and >= for bigint (the
+--    epoch rule's comparisons), <= for timestamptz, tables named
 --    like runq's) and temp tables named like runq's, then runs a whole
 --    lifecycle with search_path = public, runq, pg_catalog. First it is shown
 --    that the shadows do bite that session's own SQL; then that every runq
@@ -24,7 +25,7 @@
 -- clause, so the statement it runs is parsed under the hostile path.
 -- Classes 4000..4099.
 BEGIN;
-SELECT plan(93);
+SELECT plan(95);
 
 -- ---------------------------------------------------------------------------
 -- 1. Privileges on every relation of the schema (catalog-driven)
@@ -96,6 +97,8 @@ CREATE FUNCTION public.nextval(regclass) RETURNS bigint LANGUAGE sql
     AS $$ SELECT -1::bigint $$;
 CREATE FUNCTION public.cardinality(integer[]) RETURNS integer LANGUAGE sql
     AS $$ SELECT 0 $$;
+CREATE FUNCTION public.cardinality(text[]) RETURNS integer LANGUAGE sql
+    AS $$ SELECT 0 $$;
 CREATE FUNCTION public.jsonb_build_object(text, text, text, integer) RETURNS jsonb LANGUAGE sql
     AS $$ SELECT '{"pwned": true}'::jsonb $$;
 CREATE FUNCTION public.pg_notify(text, text) RETURNS void LANGUAGE plpgsql
@@ -108,6 +111,11 @@ CREATE FUNCTION public.evil_text_eq(text, text) RETURNS boolean LANGUAGE sql AS 
 CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.evil_text_eq);
 CREATE FUNCTION public.evil_bigint_eq(bigint, bigint) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
 CREATE OPERATOR public.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.evil_bigint_eq);
+CREATE FUNCTION public.evil_bigint_cmp(bigint, bigint) RETURNS boolean LANGUAGE sql AS $$ SELECT false $$;
+CREATE OPERATOR public.< (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.evil_bigint_cmp);
+CREATE OPERATOR public.> (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.evil_bigint_cmp);
+CREATE OPERATOR public.<= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.evil_bigint_cmp);
+CREATE OPERATOR public.>= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.evil_bigint_cmp);
 CREATE FUNCTION public.evil_ts_le(timestamptz, timestamptz) RETURNS boolean LANGUAGE sql AS $$ SELECT false $$;
 CREATE OPERATOR public.<= (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = public.evil_ts_le);
 CREATE TABLE public.runs (run_id bigint, status text, priority smallint);
@@ -141,6 +149,9 @@ SET search_path = public, runq, pg_catalog;
 
 -- The shadows bite this session's own SQL.
 SELECT 'a'::text = 'b'::text AS c_text_eq, 1::bigint = 2::bigint AS c_bigint_eq,
+       2::bigint > 1::bigint OR 1::bigint < 2::bigint OR 1::bigint <= 1::bigint
+           OR 1::bigint >= 1::bigint AS c_bigint_cmp,
+       cardinality(ARRAY['a', 'b']) AS c_card_text,
        sha256('x') AS c_sha, clock_timestamp() AS c_clock, jsonb_typeof('[1]') AS c_typeof,
        (SELECT count(*) FROM runs) AS c_runs_rows, (SELECT payload FROM runs) AS c_runs_payload,
        now() <= now() AS c_ts_le, cardinality(ARRAY[1, 2]) AS c_card,
@@ -166,16 +177,17 @@ SELECT pg_temp.outcome($$SELECT * FROM runq.submit(tenant_id => 'sec', kind => '
 SELECT run_id AS c1_run, epoch AS c1_epoch, attempt AS c1_attempt, payload AS c1_payload,
        resumed AS c1_resumed, inputs AS c1_inputs
   FROM runq.claim(ARRAY[4000], worker_id => 'sec-w') \gset
-SELECT runq.heartbeat(:r1, 1) AS hb1, runq.heartbeat(:r1, 99) AS hb_stale,
+SELECT runq.heartbeat(:r1, 1) AS hb1, runq.heartbeat(:r1, 0) AS hb_stale, runq.heartbeat(:r1, 99) AS hb_forged,
        runq.checkpoint(:r1, 1, '{"step": 1}') AS cp1, runq.begin_turn(:r1, 1) AS turn1,
        runq.begin_tool(:r1, 1, 'call-1', 'search', 'read_only', '{"q": "x"}') AS tool1 \gset
 SELECT runq.end_tool(:r1, 1, 'call-1', '{"hits": 3}') AS tool1_end,
        runq.ask_user(:r1, 1, '{"question": "which?"}') AS asked \gset
 SELECT outcome AS o_input FROM runq.submit(tenant_id => 'sec', kind => 'k', payload => '{"answer": "this"}',
                                            session_id => 'sec-s1', priority => 4000) \gset
+SELECT count(*) AS c_kinds_none FROM runq.claim(ARRAY[4000], kinds => ARRAY['not-k']) \gset
 SELECT run_id AS c2_run, epoch AS c2_epoch, attempt AS c2_attempt, checkpoint AS c2_checkpoint,
        inputs AS c2_inputs, resumed AS c2_resumed
-  FROM runq.claim(ARRAY[4000], worker_id => 'sec-w') \gset
+  FROM runq.claim(ARRAY[4000], worker_id => 'sec-w', kinds => ARRAY['k']) \gset
 SELECT runq.complete(:r1, 2, '{"done": true}') AS completed, runq.complete(:r1, 2) AS completed_again \gset
 SELECT status AS g_status, attempts AS g_attempts, lease_epoch AS g_epoch, result AS g_result,
        created_at AS g_created, finished_at AS g_finished
@@ -209,13 +221,14 @@ RESET ROLE;
 
 -- The shadows were live in the attacker's session...
 SELECT ok(:'c_text_eq' AND :'c_bigint_eq', 'control: the hostile = for text and bigint answers true in the caller''s session');
+SELECT ok(NOT :'c_bigint_cmp', 'control: the hostile <, >, <= and >= for bigint answer false in the caller''s session');
 SELECT is(:'c_sha'::bytea, '\x00'::bytea, 'control: the hostile sha256 answers in the caller''s session');
 SELECT is(:'c_clock'::timestamptz, '2000-01-01 00:00:00+00'::timestamptz, 'control: the hostile clock_timestamp answers');
 SELECT is(:'c_typeof'::text, 'object', 'control: the hostile jsonb_typeof answers');
 SELECT is(:'c_runs_rows'::int, 1, 'control: an unqualified runs is the temp table in the caller''s session');
 SELECT is(:'c_runs_payload'::jsonb, '{"temp": true}'::jsonb, 'control: ... holding its fake run');
 SELECT ok(NOT :'c_ts_le', 'control: the hostile <= for timestamptz answers false');
-SELECT is(:'c_card'::int, 0, 'control: the hostile cardinality answers');
+SELECT is(:'c_card' || '/' || :'c_card_text', '0/0', 'control: the hostile cardinality answers, for integer[] and text[]');
 SELECT is(:'c_format'::text, 'pwned', 'control: the hostile format answers');
 
 -- ...and runq behaved exactly as specified.
@@ -236,10 +249,12 @@ SELECT is(:'c1_payload'::jsonb, '{"n": 1}'::jsonb, 'the payload is the submitted
 SELECT is(:'c1_resumed' || ' ' || :'c1_inputs', 'f []', 'a first claim is not resumed and has no inputs');
 SELECT is((SELECT r.lease::interval FROM runq.runs AS r WHERE r.run_id = :r1), (SELECT s.lease FROM runq.settings AS s),
           'the lease is runq.settings'' (not the temp or public settings)');
-SELECT ok(:'hb1' AND NOT :'hb_stale', 'heartbeat: true under the epoch, false under a stale one (bigint = is pg_catalog''s)');
+SELECT ok(:'hb1' AND NOT :'hb_stale' AND NOT :'hb_forged',
+          'heartbeat: true under the epoch, false under a stale one and under one never had (bigint = is pg_catalog''s)');
 SELECT ok(:'cp1' AND :'turn1' AND :'tool1' AND :'tool1_end' AND :'asked', 'checkpoint, begin_turn, begin_tool, end_tool, ask_user all apply');
 SELECT is(:'o_input'::text, 'input_delivered', 'a submit to the waiting session delivers input');
-SELECT is(:'c2_epoch' || '/' || :'c2_attempt' || '/' || :'c2_resumed', '2/1/t', 'the second claim: epoch 2, attempt 1, resumed');
+SELECT is(:'c_kinds_none'::int, 0, 'a claim by another kind takes nothing (text = and cardinality are pg_catalog''s)');
+SELECT is(:'c2_epoch' || '/' || :'c2_attempt' || '/' || :'c2_resumed', '2/1/t', 'the second claim, by kind: epoch 2, attempt 1, resumed');
 SELECT is(:'c2_checkpoint'::jsonb, '{"step": 1}'::jsonb, 'it resumes from the checkpoint (nextval was pg_catalog''s)');
 SELECT is(:'c2_inputs'::jsonb, '[{"answer": "this"}]'::jsonb, 'with the delivered input');
 SELECT ok(:'completed' AND NOT :'completed_again', 'complete applies once, then is fenced');
@@ -251,7 +266,7 @@ SELECT ok(:'g_created'::timestamptz > clock_timestamp() - interval '1 hour'
 SELECT is(:'ev_types'::text, 'run.created,run.claimed,run.fenced,run.checkpointed,run.turn_started,'
                              'run.tool_started,run.tool_finished,run.waiting_for_user,run.input_delivered,'
                              'run.claimed,run.succeeded,run.fenced',
-          'the events, in order, with a run.fenced for the stale heartbeat and one for the second complete');
+          'the events, in order, with a run.fenced for the stale heartbeat (none for the epoch never had) and one for the second complete');
 SELECT is(:'ev_claimed'::jsonb, '{"worker_id": "sec-w", "attempt": 1}'::jsonb,
           'run.claimed carries worker and attempt (pg_catalog.jsonb_build_object)');
 SELECT is(:'tc'::text, 'call-1:finished', 'the tool call finished');

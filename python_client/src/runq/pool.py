@@ -372,11 +372,16 @@ class WorkerPool:
             try:
                 target(*args)
                 return
-            except Exception:
+            except Exception as error:
                 if time.monotonic() - started > 60:  # a new bout of failures
                     pause = self.poll_interval
-                log.exception("%s failed; starting it again in %.1f s",
-                              threading.current_thread().name, pause)
+                name = threading.current_thread().name
+                if isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError)):
+                    # The database went away (a restart, a terminated
+                    # backend): expected, and no traceback would help.
+                    log.warning("%s: %s; reconnecting in %.1f s", name, error, pause)
+                else:
+                    log.exception("%s failed; starting it again in %.1f s", name, pause)
                 self._stopping.wait(pause)
                 pause = min(pause * 2, 30.0)
 
@@ -446,6 +451,7 @@ class WorkerPool:
         link = self._link("runq-pool-heartbeat")
         grace_ends: float | None = None
         try:
+            link.connection()  # at start, as every loop: a bad conninfo shows at once
             while True:
                 if self._stopping.is_set():
                     # Keep the in-flight runs' leases alive through the grace period.
@@ -495,6 +501,7 @@ class WorkerPool:
         assert self.sweep_interval
         link = self._link("runq-pool-sweep")
         try:
+            link.connection()
             while not self._stopping.wait(self.sweep_interval):
                 for action in link.client().sweep():
                     log.info("sweep: run %s %s", action.run_id, action.action)

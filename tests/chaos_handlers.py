@@ -1,0 +1,145 @@
+"""Handlers and controls for tests/test_pool_chaos.py.
+
+The handlers run in a WorkerPool's slot threads inside the test process, so
+the test steers them through this module's registries:
+
+    gate(name)      a threading.Event a handler waits on (payload "gate");
+                    the test sets it to let the handler go on
+    NOTES[name]     what a handler observed (payload "note"), for the test
+    PROBES[group]   a threading.Barrier the probe runs of one after-check
+                    meet at: one run per slot, so a run can only pass it
+                    while every other probe is held by another slot
+
+Every wait has a timeout (WAIT), so a failed test never leaves a thread
+blocked for good; the tests open their gates when they end in any case.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from runq.pool import RunContext
+
+WAIT = 60.0  # seconds: the longest any handler blocks
+
+_gates: dict[str, threading.Event] = {}
+_gates_lock = threading.Lock()
+NOTES: dict[str, list[Any]] = {}
+PROBES: dict[str, threading.Barrier] = {}
+
+
+def gate(name: str) -> threading.Event:
+    """The event called ``name`` (created on first use)."""
+    with _gates_lock:
+        return _gates.setdefault(name, threading.Event())
+
+
+def open_gates(prefix: str) -> None:
+    """Set every gate whose name starts with ``prefix``."""
+    with _gates_lock:
+        events = [e for n, e in _gates.items() if n.startswith(prefix)]
+    for event in events:
+        event.set()
+
+
+def note(ctx: RunContext, what: Any) -> None:
+    NOTES.setdefault(str(ctx.run.payload["note"]), []).append(what)
+
+
+def _wait(ctx: RunContext) -> None:
+    if not gate(str(ctx.run.payload["gate"])).wait(WAIT):
+        raise TimeoutError(f"gate {ctx.run.payload['gate']} never opened")
+
+
+# -- handlers that misbehave ------------------------------------------------------
+
+
+def returns_set(ctx: RunContext) -> set[int]:
+    """A result JSON cannot encode at all."""
+    return {1, 2, 3}
+
+
+def returns_nan(ctx: RunContext) -> float:
+    """A result json.dumps encodes as NaN, which is not JSON (PostgreSQL refuses it)."""
+    return float("nan")
+
+
+class Boom(BaseException):
+    """A BaseException that is neither KeyboardInterrupt nor SystemExit."""
+
+
+def raises_boom(ctx: RunContext) -> None:
+    raise Boom("the handler blew up")
+
+
+def raises_generator_exit(ctx: RunContext) -> None:
+    raise GeneratorExit("the generator was closed under the handler")
+
+
+# -- handlers the test holds --------------------------------------------------------
+
+
+def waits(ctx: RunContext) -> dict[str, Any]:
+    """Blocks on its gate, writes nothing, then returns; notes that it returned
+    (and whether the run was still its own)."""
+    try:
+        _wait(ctx)
+    finally:
+        if "note" in ctx.run.payload:
+            note(ctx, ("returned", ctx.stop_requested))
+    return {"waited": True}
+
+
+def waits_then_checkpoints(ctx: RunContext) -> dict[str, Any]:
+    """Blocks on its gate, then writes a checkpoint and returns. Notes what the
+    write met: "written", or the exception's class name (RunStopped for a run
+    that is no longer ours), along with stop_requested before the write."""
+    _wait(ctx)
+    before = ctx.stop_requested
+    try:
+        ctx.checkpoint({"step": 1, "epoch": ctx.epoch})
+    except BaseException as error:
+        note(ctx, (before, type(error).__name__))
+        raise
+    note(ctx, (before, "written"))
+    return {"epoch": ctx.epoch}
+
+
+def pauses_between_checkpoints(ctx: RunContext) -> dict[str, Any]:
+    """Checkpoint, block on the gate, checkpoint again, return the epoch.
+    Every write of it raises into the handler if the pool lets it."""
+    ctx.checkpoint({"step": 1, "epoch": ctx.epoch})
+    _wait(ctx)
+    ctx.checkpoint({"step": 2, "epoch": ctx.epoch})
+    return {"epoch": ctx.epoch}
+
+
+# -- well-behaved ones ------------------------------------------------------------------
+
+
+def quick(ctx: RunContext) -> dict[str, Any]:
+    return {"ok": True, "epoch": ctx.epoch}
+
+
+def probe(ctx: RunContext) -> dict[str, Any]:
+    """Meets the other probes of its group: passes only when every one of them
+    is held by a slot at the same time. Fails (BrokenBarrierError) otherwise."""
+    PROBES[str(ctx.run.payload["group"])].wait(timeout=10)
+    return {"thread": threading.current_thread().name, "at": time.monotonic()}
+
+
+HANDLERS = {
+    "returns.set": returns_set,
+    "returns.nan": returns_nan,
+    "raises.boom": raises_boom,
+    "raises.generator_exit": raises_generator_exit,
+    "waits": waits,
+    "waits.then_checkpoints": waits_then_checkpoints,
+    "pauses": pauses_between_checkpoints,
+    "quick": quick,
+    "probe": probe,
+}
+
+__all__ = ["HANDLERS", "NOTES", "PROBES", "Boom", "gate", "open_gates"]

@@ -1,0 +1,570 @@
+"""Chaos for the worker pool: handlers and servers that misbehave, one test per
+failure. Real server, real pool threads, short leases; every wait polls the
+database (or the pool) against a deadline. Handlers: tests/chaos_handlers.py.
+
+After each scenario, ``after_checks`` asserts the same three things:
+  (a) every slot still claims: one fresh probe run per slot, in that slot's
+      class, all succeed, each held by a different slot at the same time
+      (they meet at a barrier) -- the stuck slot of the "never returns" test
+      is left out;
+  (b) no run is ``running`` without a live heartbeat: for every running run,
+      ``heartbeat_at`` is within a lease, ``lease_expires_at`` is in the future
+      and the run is in ``pool.inflight()`` (sampled over a lease);
+  (c) nothing was dead-lettered that should not be: the failed runs and their
+      failure codes are exactly the expected ones.
+
+The tests:
+  test_result_not_json[set|nan]
+      a handler returns a set / float('nan'): the run fails with code
+      ``result_not_json`` and a message naming the type / NaN; the only slot
+      goes on claiming.
+  test_base_exception[Boom|GeneratorExit]
+      a handler raises ``class Boom(BaseException)`` / GeneratorExit: the run
+      fails with that class name as its code and the exception's message; the
+      only slot goes on claiming.
+  test_handler_that_never_returns[release|no_connection]
+      one slot's handler blocks on an event: the other slots keep completing
+      runs, the stuck run's lease keeps moving (past several lease lengths,
+      never lapsing, with a sweeper running); stop() and join() return within
+      grace + a few seconds. ``release``: the run is released (queued, attempt
+      given back, claimable now), and the handler's late return writes
+      nothing. ``no_connection``: the database refuses new connections from
+      the moment stop() is called, and join() still returns in time, without
+      raising.
+  test_purged_run_under_live_worker
+      run A (held by the pool) is swept, claimed by the test (epoch 2),
+      completed and purged in one transaction, so the pool's next heartbeat
+      of A raises RQ003: run B in the other slot keeps its lease for three
+      lease lengths, A leaves pool.inflight(), A's handler gets RunStopped at
+      its next write.
+  test_checkpoint_stalled_by_lock_keeps_other_leases
+      A's checkpoint waits three lease lengths on LOCK TABLE runq.checkpoints
+      held by another session, with a sweeper running: B's lease never lapses
+      (no run.requeued or run.fenced for B); once the lock goes, A's stalled
+      checkpoint lands under epoch 1 and A completes under epoch 1.
+  test_database_restart_mid_run
+      a private cluster (as in test_faults.py) is restarted (pg_ctl restart
+      -m fast) while three runs pause between two checkpoints: heartbeats
+      come back, every run then succeeds exactly once under its first epoch
+      (one run.succeeded each), none fails, the slots claim again.
+  test_unknown_kind_ahead_of_handled_kind
+      three runs of a kind without a handler queued ahead of three with one,
+      same class: the handled ones succeed, the others stay queued, never
+      claimed (attempts 0, lease_epoch 0); nothing fails.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from chaos_handlers import HANDLERS, NOTES, PROBES, gate, open_gates
+from pgutil import ROOT, create_database, psql, with_dbname
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from runq.pool import Slot, WorkerPool
+
+LEASE = 1.5  # seconds; the pool heartbeats every third of it
+POLL = 0.1
+TERMINAL = ("succeeded", "failed", "cancelled")
+PG_BIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+_serial = itertools.count()
+
+
+# -- waiting and describing ------------------------------------------------------------
+
+
+def wait_until(what: str, predicate: Callable[[], Any], timeout: float,
+               state: Callable[[], str] = lambda: "", every: float = 0.05) -> Any:
+    """predicate()'s first truthy value; AssertionError naming ``what`` and
+    ``state()`` when there is none within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what}\n{state()}")
+        time.sleep(every)
+
+
+def sample(what: str, seconds: float, check: Callable[[], str | None],
+           every: float = 0.1) -> None:
+    """Run check() repeatedly for ``seconds``; it returns a problem or None,
+    and the first problem fails the test."""
+    began = time.monotonic()
+    while True:
+        problem = check()
+        elapsed = time.monotonic() - began
+        if problem:
+            raise AssertionError(f"{what}: after {elapsed:.2f}s of {seconds:.1f}s: {problem}")
+        if elapsed >= seconds:
+            return
+        time.sleep(every)
+
+
+class Harness:
+    """The test's view of one database and the pools it starts there."""
+
+    def __init__(self, url: str, conn: psycopg.Connection[Any], name: str) -> None:
+        self.url = url
+        self.conn = conn
+        self.name = name  # prefix of this test's gates, notes and probe groups
+        self.pools: list[WorkerPool] = []
+        self.joined: set[int] = set()
+
+    def pool(self, slots: Sequence[Slot], *, lease: float = LEASE,
+             sweep_interval: float | None = None, grace: float = 1.0) -> WorkerPool:
+        pool = WorkerPool(self.url, HANDLERS, slots, lease=timedelta(seconds=lease),
+                          poll_interval=POLL, sweep_interval=sweep_interval, grace=grace,
+                          worker_id=f"{self.name}-pool{len(self.pools)}")
+        self.pools.append(pool)
+        pool.start()
+        return pool
+
+    def key(self, what: str) -> str:
+        return f"{self.name}:{what}:{next(_serial)}"
+
+    def submit(self, kind: str, priority: int, **payload: Any) -> int:
+        row = self.conn.execute(
+            "SELECT run_id FROM runq.submit('chaos', %s, %s, priority => %s)",
+            [kind, Jsonb(payload), priority]).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def value(self, query: str, params: Sequence[Any] | None = None) -> Any:
+        """The first column of the query's one row."""
+        found = self.conn.execute(query, params).fetchone()
+        assert found is not None, query
+        return found[0]
+
+    def row(self, run_id: int) -> dict[str, Any]:
+        cur = self.conn.execute(
+            """SELECT run_id, kind, status, lease_epoch, attempts, scheduled_for, failure,
+                      result, lease_expires_at, heartbeat_at,
+                      extract(epoch FROM lease_expires_at - now())::float8 AS lease_left,
+                      extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age
+                 FROM runq.runs WHERE run_id = %s""", [run_id])
+        names = [d.name for d in cur.description or []]
+        found = cur.fetchone()
+        assert found is not None, f"run {run_id} does not exist"
+        return dict(zip(names, found, strict=True))
+
+    def lease_problem(self, run_id: int, pool: WorkerPool,
+                      also: Sequence[int] = ()) -> str | None:
+        """None while the run is running under its first epoch with a lease in
+        the future; else what is wrong (with the state of it and ``also``)."""
+        row = self.row(run_id)
+        if (row["status"], row["lease_epoch"]) == ("running", 1) and row["lease_left"] > 0:
+            return None
+        return f"run {run_id} lost its lease:\n{self.state([run_id, *also], pool)}"
+
+    def events(self, run_id: int) -> list[tuple[str, int]]:
+        return [(t, e) for t, e in self.conn.execute(
+            "SELECT type, epoch FROM runq.run_events(%s)", [run_id]).fetchall()]
+
+    def state(self, run_ids: Iterable[int] | None = None, pool: WorkerPool | None = None) -> str:
+        """Every run (or those given), for a failure message."""
+        where = "" if run_ids is None else "WHERE run_id = ANY(%(ids)s)"
+        rows = self.conn.execute(
+            f"""SELECT run_id, kind, priority, status, lease_epoch, attempts,
+                       round(extract(epoch FROM lease_expires_at - now())::numeric, 2),
+                       round(extract(epoch FROM now() - heartbeat_at)::numeric, 2),
+                       failure
+                  FROM runq.runs {where} ORDER BY run_id""",
+            {"ids": list(run_ids or [])}).fetchall()
+        lines = ["run_id kind priority status epoch attempts lease_left heartbeat_age failure"]
+        lines += [" ".join(str(v) for v in r) for r in rows]
+        if pool is not None:
+            lines.append(f"pool.inflight() = {pool.inflight()}; runq threads in this process: "
+                         + ", ".join(sorted(t.name for t in threading.enumerate()
+                                            if t.name.startswith("runq-"))))
+        return "\n".join(lines)
+
+    def wait_terminal(self, run_ids: Sequence[int], timeout: float,
+                      pool: WorkerPool | None = None) -> dict[int, str]:
+        """Wait until every run is terminal; {run_id: status}."""
+        ids = list(run_ids)
+
+        def done() -> dict[int, str] | None:
+            rows = dict(self.conn.execute(
+                "SELECT run_id, status FROM runq.runs WHERE run_id = ANY(%s)", [ids]).fetchall())
+            return rows if all(rows.get(i) in TERMINAL for i in ids) else None
+
+        statuses: dict[int, str] = wait_until(f"runs {ids} to be terminal", done, timeout,
+                                              lambda: self.state(ids, pool))
+        return statuses
+
+    def wait_running(self, run_ids: Sequence[int], pool: WorkerPool,
+                     timeout: float = 5.0) -> None:
+        ids = list(run_ids)
+        wait_until(f"runs {ids} to be running in the pool",
+                   lambda: self.value(
+                       "SELECT count(*) = %s FROM runq.runs"
+                       " WHERE run_id = ANY(%s) AND status = 'running'",
+                       [len(ids), ids]) and set(ids) <= set(pool.inflight()),
+                   timeout, lambda: self.state(ids, pool))
+
+    def stop_all(self) -> None:
+        for pool in self.pools:
+            pool.stop()
+        for pool in self.pools:
+            if id(pool) in self.joined:
+                continue
+            try:
+                pool.join()
+            except Exception as error:  # the test already failed or asserts on it
+                print(f"pool.join() at teardown raised {type(error).__name__}: {error}")
+
+
+@pytest.fixture
+def chaos(db_url: str, conn: psycopg.Connection[Any],
+          request: pytest.FixtureRequest) -> Iterator[Harness]:
+    h = Harness(db_url, conn, f"chaos-{request.node.name}")
+    yield h
+    open_gates(h.name)
+    h.stop_all()
+
+
+# -- the three checks after every scenario ----------------------------------------------
+
+
+def after_checks(h: Harness, pool: WorkerPool, slots: Sequence[tuple[int, ...]],
+                 expected_failed: dict[int, str], lease: float = LEASE) -> None:
+    """(a) every slot in ``slots`` (one class tuple per slot thread) claims;
+    (b) no running run without a live heartbeat; (c) exactly these failures."""
+    # (a) one probe per slot, in that slot's first class; they meet at a
+    # barrier, so each one is held by a slot of its own at the same time.
+    group = h.key("probe")
+    PROBES[group] = threading.Barrier(len(slots))
+    probes = [h.submit("probe", classes[0], group=group) for classes in slots]
+    statuses = h.wait_terminal(probes, timeout=15, pool=pool)
+    assert all(s == "succeeded" for s in statuses.values()), (
+        f"(a) not every slot claimed a fresh run: {statuses}\n{h.state(probes, pool)}")
+    threads = {h.row(p)["result"]["thread"] for p in probes}
+    assert len(threads) == len(slots), f"(a) probes ran on {threads}, not {len(slots)} slots"
+
+    # (b) every running run has a live lease and is the pool's.
+    def unheartbeated() -> str | None:
+        before = set(pool.inflight())
+        rows = h.conn.execute(
+            """SELECT run_id, now() - heartbeat_at < %(lease)s, lease_expires_at > now(),
+                      round(extract(epoch FROM now() - heartbeat_at)::numeric, 2),
+                      round(extract(epoch FROM lease_expires_at - now())::numeric, 2)
+                 FROM runq.runs WHERE status = 'running'""",
+            {"lease": timedelta(seconds=lease)}).fetchall()
+        inflight = before | set(pool.inflight())
+        bad = [f"run {r}: heartbeat {age}s ago, lease {left}s left, in inflight {r in inflight}"
+               for r, recent, leased, age, left in rows
+               if not (recent and leased and r in inflight)]
+        return "; ".join(bad) or None
+
+    sample("(b) a run is running without a live heartbeat", lease, unheartbeated, every=0.25)
+
+    # (c) the dead letter holds exactly what the scenario expects.
+    failed = dict(h.conn.execute(
+        "SELECT run_id, failure ->> 'code' FROM runq.runs WHERE status = 'failed'").fetchall())
+    assert failed == expected_failed, (
+        f"(c) failed runs {failed}, expected {expected_failed}\n{h.state(pool=pool)}")
+
+
+# -- 1. a result JSON cannot encode ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kind", "named"), [("returns.set", ("set",)),
+                                             ("returns.nan", ("nan", "float"))],
+                         ids=["set", "nan"])
+def test_result_not_json(chaos: Harness, kind: str, named: tuple[str, ...]) -> None:
+    h = chaos
+    pool = h.pool([Slot((40,), 1)])
+    run = h.submit(kind, 40)
+    h.wait_terminal([run], timeout=5, pool=pool)
+    row = h.row(run)
+    assert row["status"] == "failed", h.state([run], pool)
+    assert row["failure"]["code"] == "result_not_json", row["failure"]
+    message = row["failure"]["message"].lower()
+    assert any(word in message for word in named), (
+        f"the message names neither of {named}: {row['failure']}")
+    after_checks(h, pool, [(40,)], {run: "result_not_json"})
+
+
+# -- 2. a BaseException that is not KeyboardInterrupt or SystemExit -------------------------
+
+
+@pytest.mark.parametrize(("kind", "code", "message"), [
+    ("raises.boom", "Boom", "the handler blew up"),
+    ("raises.generator_exit", "GeneratorExit", "the generator was closed under the handler"),
+], ids=["Boom", "GeneratorExit"])
+def test_base_exception(chaos: Harness, kind: str, code: str, message: str) -> None:
+    h = chaos
+    pool = h.pool([Slot((41,), 1)])
+    run = h.submit(kind, 41)
+    h.wait_terminal([run], timeout=5, pool=pool)
+    row = h.row(run)
+    assert row["status"] == "failed", h.state([run], pool)
+    assert row["failure"]["code"] == code, row["failure"]
+    assert message in row["failure"]["message"], row["failure"]
+    after_checks(h, pool, [(41,)], {run: code})
+
+
+# -- 3. a handler that never returns -------------------------------------------------------
+
+
+@pytest.mark.parametrize("connections", ["release", "no_connection"])
+def test_handler_that_never_returns(chaos: Harness, server_url: str, connections: str) -> None:
+    h = chaos
+    grace = 1.0
+    pool = h.pool([Slot((30,), 1), Slot((31,), 2)], sweep_interval=0.3, grace=grace)
+    stuck_gate, stuck_note = h.key("stuck"), h.key("stuck-note")
+    stuck = h.submit("waits", 30, gate=stuck_gate, note=stuck_note)
+    h.wait_running([stuck], pool)
+    first_lease = h.row(stuck)["lease_expires_at"]
+
+    # The other slots go on claiming and completing.
+    others = [h.submit("quick", 31) for _ in range(6)]
+    statuses = h.wait_terminal(others, timeout=5, pool=pool)
+    assert set(statuses.values()) == {"succeeded"}, h.state(others, pool)
+
+    # The stuck run's lease moves on, past several lease lengths, never lapsing.
+    def lease_moved_on() -> bool:
+        problem = h.lease_problem(stuck, pool)
+        assert problem is None, f"the stuck run: {problem}"
+        return bool(h.row(stuck)["lease_expires_at"] > first_lease + timedelta(seconds=3 * LEASE))
+
+    wait_until("the stuck run's lease to move past 3 lease lengths", lease_moved_on,
+               6 * LEASE, lambda: h.state([stuck], pool), every=0.1)
+
+    after_checks(h, pool, [(31,), (31,)], {})
+
+    admin = psycopg.connect(server_url, autocommit=True)
+    dbname = sql.Identifier(h.conn.info.dbname)
+    try:
+        if connections == "no_connection":
+            admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(dbname))
+        raised: BaseException | None = None
+        began = time.monotonic()
+        pool.stop()
+        try:
+            pool.join()
+        except BaseException as error:
+            raised = error
+        finally:
+            h.joined.add(id(pool))
+        took = time.monotonic() - began
+    finally:
+        admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(dbname))
+        admin.close()
+    assert raised is None, f"pool.join() raised {type(raised).__name__}: {raised}"
+    assert took < grace + 5, f"pool.join() took {took:.1f}s (grace {grace}s)"
+
+    if connections == "release":
+        row = h.row(stuck)
+        assert (row["status"], row["attempts"], row["scheduled_for"]) == ("queued", 0, None), (
+            f"the stuck run was not released\n{h.state([stuck])}")
+    # Let the handler end; a released run's late return writes nothing.
+    gate(stuck_gate).set()
+    wait_until("the stuck handler to return", lambda: NOTES.get(stuck_note), timeout=5)
+    if connections == "release":
+        wait_until("the stuck run to leave pool.inflight()", lambda: not pool.inflight(), 2)
+        row = h.row(stuck)
+        assert row["status"] == "queued", h.state([stuck])
+        assert [t for t, _ in h.events(stuck)][-1] == "run.requeued", h.events(stuck)
+
+
+# -- 4. a run purged under a live worker ---------------------------------------------------
+
+
+def test_purged_run_under_live_worker(chaos: Harness) -> None:
+    h = chaos
+    pool = h.pool([Slot((50,), 2)])  # no sweeper: only the test moves A along
+    a_gate, a_note, b_gate = h.key("a"), h.key("a-note"), h.key("b")
+    a = h.submit("waits.then_checkpoints", 50, gate=a_gate, note=a_note)
+    h.wait_running([a], pool)
+    b = h.submit("waits", 50, gate=b_gate)
+    h.wait_running([a, b], pool)
+
+    # In one transaction, so the pool's heartbeat of A (epoch 1) meets either
+    # the run as it held it or no run at all: expire, sweep (requeued), claim
+    # (epoch 2), complete and purge A. Both slots are busy meanwhile.
+    with h.conn.transaction():
+        h.conn.execute("UPDATE runq.runs SET lease_expires_at = now() - interval '1 s'"
+                       " WHERE run_id = %s", [a])
+        swept = h.conn.execute("SELECT run_id, action FROM runq.sweep()").fetchall()
+        assert swept == [(a, "requeued")], swept
+        h.conn.execute("UPDATE runq.runs SET scheduled_for = NULL WHERE run_id = %s", [a])
+        claimed = h.conn.execute(
+            "SELECT run_id, epoch FROM runq.claim(ARRAY[50], 'chaos-test')").fetchall()
+        assert claimed == [(a, 2)], claimed
+        assert h.value("SELECT runq.complete(%s, 2, '{\"by\": \"test\"}')", [a]) is True
+        purged = h.conn.execute("SELECT runq.purge(interval '0 seconds', 1000, true)").fetchone()
+        assert purged == (1,), purged
+    assert h.value("SELECT count(*) FROM runq.runs WHERE run_id = %s", [a]) == 0
+
+    # B keeps its lease: the heartbeater survived A's RQ003.
+    sample("B's lease after A was purged", 3 * LEASE, lambda: h.lease_problem(b, pool))
+    wait_until("A to leave pool.inflight()", lambda: a not in pool.inflight(), LEASE,
+               lambda: h.state(pool=pool))
+
+    # A's handler learns at its next write that the run is gone.
+    gate(a_gate).set()
+    seen = wait_until("A's handler to write", lambda: NOTES.get(a_note), timeout=5)
+    assert seen[0][1] == "RunStopped", (
+        f"A's handler saw (stop_requested, its checkpoint's outcome) = {seen}")
+
+    gate(b_gate).set()
+    assert h.wait_terminal([b], timeout=5, pool=pool) == {b: "succeeded"}
+    assert not {"run.fenced", "run.requeued"} & {t for t, _ in h.events(b)}, h.events(b)
+    assert h.value("SELECT count(*) FROM runq.runs WHERE run_id = %s", [a]) == 0, "A came back"
+    after_checks(h, pool, [(50,), (50,)], {})
+
+
+# -- 5. a checkpoint stalled by a lock ------------------------------------------------------
+
+
+def test_checkpoint_stalled_by_lock_keeps_other_leases(
+        chaos: Harness, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+    h = chaos
+    pool = h.pool([Slot((60,), 2)], sweep_interval=0.3)  # a lapsed lease gets swept
+    a_gate, a_note, b_gate = h.key("a"), h.key("a-note"), h.key("b")
+    a = h.submit("waits.then_checkpoints", 60, gate=a_gate, note=a_note)
+    b = h.submit("waits", 60, gate=b_gate)
+    h.wait_running([a, b], pool)
+
+    locker = connect()
+    with locker.transaction():
+        locker.execute("LOCK TABLE runq.checkpoints IN EXCLUSIVE MODE")
+        gate(a_gate).set()
+        wait_until("A's checkpoint to wait on the lock", lambda: h.value(
+            """SELECT count(*) FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock'
+                  AND query LIKE '%runq%checkpoint%'"""), timeout=5)
+        sample("B's lease while A's checkpoint is stalled", 3 * LEASE,
+               lambda: h.lease_problem(b, pool, also=[a]))
+    # The lock is gone: A's stalled checkpoint lands, A completes, all under epoch 1.
+    assert h.wait_terminal([a], timeout=5, pool=pool) == {a: "succeeded"}
+    assert NOTES.get(a_note) == [(False, "written")], NOTES.get(a_note)
+    a_events = h.events(a)
+    assert ("run.checkpointed", 1) in a_events and a_events[-1] == ("run.succeeded", 1), (
+        f"A's stalled checkpoint did not land under epoch 1 (its lease lapsed meanwhile?):"
+        f" {a_events}")
+    gate(b_gate).set()
+    assert h.wait_terminal([b], timeout=5, pool=pool) == {b: "succeeded"}
+    assert not {"run.fenced", "run.requeued"} & {t for t, _ in h.events(b)}, h.events(b)
+    after_checks(h, pool, [(60,), (60,)], {})
+
+
+# -- 6. the database restarted mid-run ------------------------------------------------------
+
+
+def as_owner(*command: str) -> list[str]:
+    """pg_ctl refuses root: run it as postgres, as scripts/pg does."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else list(command)
+
+
+@pytest.fixture
+def private_cluster() -> Iterator[tuple[str, Callable[[], None]]]:
+    """(superuser URL of database runq_chaos with runq deployed, restart) on a
+    cluster of our own (scripts/pg in a temp dir), so restarting it disturbs
+    nobody; removed at the end."""
+    workdir = Path(tempfile.mkdtemp(prefix="runq-chaos-"))
+    workdir.chmod(0o755)  # the server runs as postgres
+    env = {**os.environ, "RUNQ_PG_DIR": str(workdir / "pg")}
+    try:
+        proc = subprocess.run([str(ROOT / "scripts" / "pg"), "start"], env=env,
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, f"scripts/pg start failed:\n{proc.stdout}{proc.stderr}"
+        url = create_database(proc.stdout.strip().splitlines()[-1], "runq_chaos")
+        psql(url, "-f", str(ROOT / "sql" / "runq.sql"))
+
+        def restart() -> None:
+            data = workdir / "pg" / "data"
+            done = subprocess.run(
+                as_owner(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l",
+                         str(workdir / "pg" / "server.log"), "-m", "fast", "-w", "-t", "60",
+                         "restart"), capture_output=True, text=True, check=False)
+            assert done.returncode == 0, f"pg_ctl restart failed:\n{done.stdout}{done.stderr}"
+
+        yield with_dbname(url, "runq_chaos"), restart
+    finally:
+        subprocess.run([str(ROOT / "scripts" / "pg"), "stop"], env=env,
+                       capture_output=True, text=True, check=False)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_database_restart_mid_run(private_cluster: tuple[str, Callable[[], None]],
+                                  request: pytest.FixtureRequest) -> None:
+    url, restart = private_cluster
+    lease = 3.0
+    h = Harness(url, psycopg.connect(url, autocommit=True), f"chaos-{request.node.name}")
+    try:
+        # No sweeper: the runs must get through on their first lease, however
+        # long the restart keeps the heartbeats away.
+        pool = h.pool([Slot((10,), 3)], lease=lease)
+        pause = h.key("pause")
+        runs = [h.submit("pauses", 10, gate=pause) for _ in range(3)]
+        wait_until("every run to checkpoint and pause", lambda: h.value(
+            "SELECT count(DISTINCT run_id) = 3 FROM runq.checkpoints WHERE run_id = ANY(%s)",
+            [runs]) and set(runs) <= set(pool.inflight()), timeout=5,
+            state=lambda: h.state(runs, pool))
+
+        restart()
+        h.conn.close()
+        h.conn = psycopg.connect(url, autocommit=True)
+
+        def all_heartbeating() -> bool:
+            return bool(h.value(
+                "SELECT bool_and(status = 'running' AND heartbeat_at > now() - %s"
+                " AND lease_expires_at > now()) FROM runq.runs WHERE run_id = ANY(%s)",
+                [timedelta(seconds=lease / 2), runs]))
+
+        wait_until("heartbeats of every paused run after the restart", all_heartbeating,
+                   timeout=2 * lease, state=lambda: h.state(runs, pool))
+
+        gate(pause).set()  # each handler checkpoints again, then returns
+        statuses = h.wait_terminal(runs, timeout=10, pool=pool)
+        assert set(statuses.values()) == {"succeeded"}, h.state(runs, pool)
+        for run in runs:
+            kinds = [t for t, _ in h.events(run)]
+            assert kinds.count("run.succeeded") == 1, (run, h.events(run))
+            assert h.row(run)["result"] == {"epoch": 1}, h.row(run)
+            assert h.value("SELECT count(*) FROM runq.checkpoints WHERE run_id = %s",
+                           [run]) == 2, (run, "checkpoints")
+        after_checks(h, pool, [(10,)] * 3, {}, lease=lease)
+    finally:
+        open_gates(h.name)
+        h.stop_all()
+        h.conn.close()
+
+
+# -- 7. a kind with no handler queued ahead of a handled one ---------------------------------
+
+
+def test_unknown_kind_ahead_of_handled_kind(chaos: Harness) -> None:
+    h = chaos
+    unknown = [h.submit("unknown.kind", 70) for _ in range(3)]
+    handled = [h.submit("quick", 70) for _ in range(3)]
+    pool = h.pool([Slot((70,), 2)])
+    statuses = h.wait_terminal(handled, timeout=5, pool=pool)
+    assert set(statuses.values()) == {"succeeded"}, h.state(pool=pool)
+
+    def never_claimed() -> None:
+        rows = {r: h.row(r) for r in unknown}
+        seen = {r: (row["status"], row["attempts"], row["lease_epoch"]) for r, row in rows.items()}
+        assert seen == {r: ("queued", 0, 0) for r in unknown}, (
+            f"runs of a kind without a handler were claimed: {seen}\n{h.state(pool=pool)}")
+
+    never_claimed()
+    after_checks(h, pool, [(70,), (70,)], {})
+    never_claimed()
