@@ -3478,9 +3478,6 @@ BEGIN
                     AND array_position(claim.classes, NULL) IS NULL
                     AND 0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)
                     AND claim.max_runs >= 1
-                    AND (claim.kinds IS NULL OR cardinality(claim.kinds) > 0
-                         AND array_ndims(claim.kinds) = 1
-                         AND array_position(claim.kinds, NULL) IS NULL)
                     AND (claim.lease IS NULL OR claim.lease > interval '0'
                          AND claim.lease < interval '1000 years'), false) THEN
         IF claim.classes IS NULL OR cardinality(claim.classes) = 0
@@ -3501,48 +3498,25 @@ BEGIN
         ELSIF claim.lease <= interval '0' OR claim.lease >= interval '1000 years' THEN
             RAISE EXCEPTION USING ERRCODE = '22023',
                 MESSAGE = format('lease must be positive and under 1000 years, got %s', claim.lease);
-        ELSE
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('kinds must be NULL or a non-empty one-dimensional array without NULLs, got %s',
-                                 left(claim.kinds::text, 200));
         END IF;
     END IF;
 
-    RETURN QUERY
-    WITH picked AS (
+    -- Two statements, not one with two branches: a claim of any kind (the hot
+    -- path) then plans and starts exactly what it did before kinds existed.
+    -- The shared tail (chosen, claimed, logged and the result) is written
+    -- twice for that reason; keep the two copies alike.
+    IF claim.kinds IS NULL THEN
         -- Any kind: one walk of runs_ready_idx, the classes in order.
+        RETURN QUERY
+    WITH picked AS (
         SELECT r.run_id
           FROM runq.runs AS r
-         WHERE claim.kinds IS NULL
-           AND r.status = 'queued'
+         WHERE r.status = 'queued'
            AND r.priority = ANY (claim.classes)
            AND r.ready_at <= v_now
          ORDER BY r.priority, r.ready_at, r.run_id
          LIMIT claim.max_runs
            FOR UPDATE SKIP LOCKED
-    ), picked_of_kinds AS (
-        -- These kinds only: the oldest max_runs of each (class, kind) from
-        -- runs_ready_kind_idx, then the oldest max_runs of those. A walk of
-        -- runs_ready_idx would read every queued run of other kinds ahead.
-        -- The runs a pair locked but the final LIMIT drops stay locked until
-        -- this claim commits: a concurrent claim steps over them, as over any
-        -- run another claim holds, and they keep their place.
-        SELECT p.run_id
-          FROM (SELECT DISTINCT c FROM unnest(claim.classes) AS c) AS cl (priority)
-         CROSS JOIN (SELECT DISTINCT k FROM unnest(claim.kinds) AS k) AS kd (kind)
-         CROSS JOIN LATERAL (
-                SELECT r.run_id, r.priority, r.ready_at
-                  FROM runq.runs AS r
-                 WHERE r.status = 'queued'
-                   AND r.priority = cl.priority
-                   AND r.kind = kd.kind
-                   AND r.ready_at <= v_now
-                 ORDER BY r.ready_at, r.run_id
-                 LIMIT claim.max_runs
-                   FOR UPDATE SKIP LOCKED) AS p
-         WHERE claim.kinds IS NOT NULL
-         ORDER BY p.priority, p.ready_at, p.run_id
-         LIMIT claim.max_runs
     ), chosen AS (
         -- The default lease is read inside this statement, not by one more,
         -- and as a scalar: runq.settings is never analyzed, and a join to it
@@ -3561,10 +3535,7 @@ BEGIN
           FROM chosen AS l
          -- An array, not a join: with max_runs unknown to a generic plan, a
          -- join to picked would be planned as a hash join over all of runs.
-         -- Only one of the two subqueries runs: a CASE evaluates one branch.
-         WHERE r.run_id = ANY (CASE WHEN claim.kinds IS NULL
-                                    THEN ARRAY(SELECT p.run_id FROM picked AS p)
-                                    ELSE ARRAY(SELECT p.run_id FROM picked_of_kinds AS p) END)
+         WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
                   r.ready_at, r.lease_expires_at
@@ -3588,6 +3559,79 @@ BEGIN
            c.lease_epoch > 1, c.lease_expires_at
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
+    ELSE
+        IF NOT coalesce(cardinality(claim.kinds) > 0 AND array_ndims(claim.kinds) = 1
+                        AND array_position(claim.kinds, NULL) IS NULL, false) THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('kinds must be NULL or a non-empty one-dimensional array without NULLs, got %s',
+                                 left(claim.kinds::text, 200));
+        END IF;
+        RETURN QUERY
+    WITH picked AS (
+        -- These kinds only: the oldest max_runs of each (class, kind) from
+        -- runs_ready_kind_idx, then the oldest max_runs of those. A walk of
+        -- runs_ready_idx would read every queued run of other kinds ahead.
+        -- The runs a pair locked but the final LIMIT drops stay locked until
+        -- this claim commits: a concurrent claim steps over them, as over any
+        -- run another claim holds, and they keep their place.
+        SELECT p.run_id
+          FROM (SELECT DISTINCT c FROM unnest(claim.classes) AS c) AS cl (priority)
+         CROSS JOIN (SELECT DISTINCT k FROM unnest(claim.kinds) AS k) AS kd (kind)
+         CROSS JOIN LATERAL (
+                SELECT r.run_id, r.priority, r.ready_at
+                  FROM runq.runs AS r
+                 WHERE r.status = 'queued'
+                   AND r.priority = cl.priority
+                   AND r.kind = kd.kind
+                   AND r.ready_at <= v_now
+                 ORDER BY r.ready_at, r.run_id
+                 LIMIT claim.max_runs
+                   FOR UPDATE SKIP LOCKED) AS p
+         ORDER BY p.priority, p.ready_at, p.run_id
+         LIMIT claim.max_runs
+    ), chosen AS (
+        -- The default lease is read inside this statement, not by one more,
+        -- and as a scalar: runq.settings is never analyzed, and a join to it
+        -- would be planned for hundreds of rows.
+        SELECT coalesce(claim.lease, (SELECT s.lease FROM runq.settings AS s)) AS lease
+    ), claimed AS (
+        UPDATE runq.runs AS r
+           SET status = 'running',
+               lease_epoch = r.lease_epoch + 1,
+               attempts = r.attempts + 1,
+               lease_owner = claim.worker_id,
+               lease = l.lease,
+               heartbeat_at = v_now,
+               lease_expires_at = v_now + l.lease,
+               updated_at = v_now
+          FROM chosen AS l
+         -- An array, not a join: with max_runs unknown to a generic plan, a
+         -- join to picked would be planned as a hash join over all of runs.
+         WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
+                  r.priority, r.payload, r.attempts, r.last_checkpoint,
+                  r.ready_at, r.lease_expires_at
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.claimed',
+               jsonb_build_object('worker_id', claim.worker_id, 'attempt', c.attempts),
+               v_now
+          FROM claimed AS c
+    )
+    -- A resumed run's checkpoint and inputs are read by VOLATILE functions, each
+    -- with a snapshot taken after this statement locked the run: this
+    -- statement's own snapshot may predate an input delivered (or a
+    -- checkpoint written) just before the row lock was taken.
+    SELECT c.run_id, c.lease_epoch::bigint, c.tenant_id::text, c.session_id::text,
+           c.kind::text, c.priority::integer, c.payload::jsonb, c.attempts::integer,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
+           c.lease_epoch > 1, c.lease_expires_at
+      FROM claimed AS c
+     ORDER BY c.priority, c.ready_at, c.run_id;
+    END IF;
 END
 $$;
 

@@ -15,7 +15,7 @@ BEGIN
     ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
     ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
     -- The claim of v0.2, which filters by kind, and only that one.
-    ASSERT (SELECT p.prosrc LIKE '%picked_of_kinds%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
+    ASSERT (SELECT p.prosrc LIKE '%r.kind = kd.kind%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
     ASSERT NOT EXISTS (SELECT FROM pg_catalog.pg_proc AS p
                         WHERE p.proname = 'claim' AND p.pronamespace = 'runq'::regnamespace
                           AND p.oid <> f);
