@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 
@@ -61,6 +61,10 @@ __all__ = ["Handler", "RunContext", "RunStopped", "Slot", "WorkerPool", "main"]
 log = logging.getLogger("runq.pool")
 
 T = TypeVar("T")
+
+# How long join() goes on trying to release the runs left after the grace
+# period (a database that is gone cannot take them back; their leases expire).
+RELEASE_PATIENCE = 3.0
 
 # A heartbeat waits at most this long for a run's row that another session
 # holds locked, so one locked run never holds up the heartbeats of the rest.
@@ -108,15 +112,26 @@ class _Link:
                 log.debug("closing a broken connection failed", exc_info=True)
 
 
-def _persist(link: _Link, call: Callable[[Client], T], patience: float) -> T:
+def _persist(link: _Link, call: Callable[[Client], T], patience: float,
+             landed: Callable[[Client], bool] | None = None) -> T:
     """``call`` on the link's connection; sent again on a new connection for
     up to ``patience`` seconds while the connection is what failed. An error
-    of the statement itself (the connection is fine) is raised at once."""
+    of the statement itself (the connection is fine) is raised at once.
+
+    A call whose connection broke after it was sent may have committed.
+    Sending a fenced write again is safe (it applies once, or answers false),
+    but not always quiet: ``landed``, when given, asks the database first
+    whether the lost call took effect, and then the call is not sent again."""
     deadline = time.monotonic() + patience
     pause = 0.05
+    sent = False
     while True:
         try:
-            return call(link.client())
+            client = link.client()
+            if sent and landed is not None and landed(client):
+                return cast(T, True)
+            sent = True
+            return call(client)
         except psycopg.Error as error:
             if not link.lost or time.monotonic() >= deadline:
                 raise
@@ -167,8 +182,10 @@ class RunContext:
             self._stopped = True
 
     def _write(self, call: Callable[[Client], bool], *, final: bool = False,
-               link: _Link | None = None) -> None:
+               link: _Link | None = None, patience: float | None = None,
+               landed: Callable[[Client], bool] | None = None) -> None:
         link = link or self._link
+        patience = self._patience if patience is None else patience
         with self._lock:
             if self._done:
                 raise RunStopped(f"run {self.run_id} epoch {self.epoch} is no longer ours")
@@ -176,9 +193,11 @@ class RunContext:
                 # The last write waits out a heartbeat already sent, so that
                 # heartbeat cannot land after it and log run.fenced.
                 self._finishing = True
-                self._lock.wait_for(lambda: not self._beating)
+                # Bounded: a heartbeat stuck on a dead socket ends at the
+                # connection's tcp_user_timeout anyway.
+                self._lock.wait_for(lambda: not self._beating, timeout=patience)
         try:
-            applied = _persist(link, call, self._patience)
+            applied = _persist(link, call, patience, landed)
         except RunNotFound:
             self._stop()
             raise RunStopped(f"run {self.run_id} no longer exists") from None
@@ -207,7 +226,13 @@ class RunContext:
                                            idempotency, args))
 
     def end_tool(self, call_id: str, outcome: Any) -> None:
-        self._write(lambda c: c.end_tool(self.run_id, self.epoch, call_id, outcome))
+        # Sent again after it committed, end_tool would raise RQ004 (the call
+        # is finished): ask first.
+        def landed(c: Client) -> bool:
+            return any(t.call_id == call_id and t.status == "finished" and t.epoch == self.epoch
+                       for t in c.tool_calls(self.run_id))
+        self._write(lambda c: c.end_tool(self.run_id, self.epoch, call_id, outcome),
+                    landed=landed)
 
     def tool_calls(self) -> list[ToolCall]:
         """The run's tool calls: which are retryable, which uncertain."""
@@ -224,10 +249,11 @@ class RunContext:
         failure = {"code": code, **({"message": message} if message else {}), **details}
         self._write(lambda c: c.fail(self.run_id, self.epoch, failure), final=True)
 
-    def _release(self, link: _Link | None = None) -> None:
+    def _release(self, link: _Link | None = None, patience: float | None = None) -> None:
         """Give the run back (shutdown): the last write, from the pool, on
         ``link`` when the slot's own connection may still be busy."""
-        self._write(lambda c: c.release(self.run_id, self.epoch), final=True, link=link)
+        self._write(lambda c: c.release(self.run_id, self.epoch), final=True, link=link,
+                    patience=patience)
 
     def _heartbeat(self, conn: psycopg.Connection[Any], lock_timeout: str) -> None:
         with self._lock:
@@ -303,17 +329,19 @@ class WorkerPool:
 
     def join(self) -> None:
         """Wait for the handlers, up to ``grace`` seconds after ``stop()``,
-        then release what is still in flight. Never raises: a run it cannot
-        release is logged, and its lease expires as a dead worker's would."""
+        then release what is still in flight, for at most RELEASE_PATIENCE
+        seconds more. Never raises: a run it cannot release is logged, and
+        its lease expires as a dead worker's would."""
         self._stopping.wait()
         deadline = time.monotonic() + self.grace
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         link = _Link(self.conninfo, self._connect_kwargs("runq-pool-release"))
+        give_up = time.monotonic() + RELEASE_PATIENCE
         try:
             for ctx in self._leftover():
                 try:
-                    ctx._release(link)
+                    ctx._release(link, patience=max(0.0, give_up - time.monotonic()))
                     log.info("released run %s (epoch %s)", ctx.run_id, ctx.epoch)
                 except RunStopped:
                     pass  # finished, fenced or gone meanwhile: nothing to give back
@@ -339,11 +367,18 @@ class WorkerPool:
         # No server-side prepared statements: behind PgBouncer in transaction
         # mode they land on another server connection. They would save little:
         # each call is one function call, whose plans the server caches.
+        # A server that vanished without closing the socket (a host gone, a
+        # network cut) is noticed in seconds, not at TCP's fifteen minutes.
         return {"application_name": application_name, "prepare_threshold": None,
+                "connect_timeout": 5, "keepalives": 1, "keepalives_idle": 5,
+                "keepalives_interval": 2, "keepalives_count": 3, "tcp_user_timeout": 10_000,
                 **self.connect_kwargs}
 
     def _link(self, application_name: str) -> _Link:
         return _Link(self.conninfo, self._connect_kwargs(application_name))
+
+    def _slots_alive(self) -> bool:
+        return any(t.is_alive() for t in self._threads if t.name.startswith("runq-slot"))
 
     def inflight(self) -> list[int]:
         with self._inflight_lock:
@@ -395,6 +430,9 @@ class WorkerPool:
                     with self._wake:
                         self._wake.wait(self.poll_interval)
                     continue
+                if self._stopping.is_set():  # stopped while the claim was on its way
+                    RunContext(link, runs[0], self.lease)._release()
+                    return
                 self._execute(link, runs[0])
         finally:
             link.close()
@@ -454,9 +492,11 @@ class WorkerPool:
             link.connection()  # at start, as every loop: a bad conninfo shows at once
             while True:
                 if self._stopping.is_set():
-                    # Keep the in-flight runs' leases alive through the grace period.
+                    # Keep the in-flight runs' leases alive through the grace
+                    # period, and while a slot may still bring in a run.
                     grace_ends = grace_ends or time.monotonic() + self.grace
-                    if not self.inflight() or time.monotonic() >= grace_ends:
+                    if time.monotonic() >= grace_ends or not (self.inflight()
+                                                              or self._slots_alive()):
                         return
                 started = time.monotonic()
                 self._beat(link, lock_timeout)
