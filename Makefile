@@ -12,7 +12,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SERVER = RUNQ_DATABASE_URL="$$(scripts/pg server)"
 
-.PHONY: test demo bench bench-full bench-cpu sql docs pg-start pg-stop
+.PHONY: test demo bench bench-full bench-cpu bench-instructions sql docs pg-start pg-stop
 
 test: $(STAMP)
 	$(SERVER) tests/run
@@ -32,6 +32,11 @@ bench-full: $(STAMP)
 # commit: make bench-cpu REV=8ce5eac
 bench-cpu: $(STAMP)
 	$(SERVER) $(VENV)/bin/python bench/cpu.py --cycles 8000 --reps 9 $(if $(REV),--rev $(REV))
+
+# Instructions per cycle (bench/instructions.py, callgrind): the same count
+# however loaded the machine is: make bench-instructions REV=832e655
+bench-instructions: $(STAMP)
+	$(VENV)/bin/python bench/instructions.py --kinds $(if $(REV),--rev $(REV))
 
 # Generated files: committed, and tests fail when they are stale.
 sql:

@@ -7,6 +7,7 @@ each queue does its whole job: a claim and a completion per run, and for the
 floor and runq one event per transition under the claimed epoch.
 """
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,17 @@ def test_cpu_per_cycle_reports_each_queue(server_url: str) -> None:
     assert set(rows) == {"minimal queue", "floor", "runq (working tree)", "runq at HEAD"}, out.stdout
     assert all(us > 0 for us in rows.values()), out.stdout
     assert rows["runq (working tree)"] > rows["minimal queue"], out.stdout
+
+
+def test_instructions_per_cycle_reports_each_queue() -> None:
+    # bench/instructions.py counts what the server executes per cycle with
+    # callgrind: the way to judge a hot-path change on a noisy machine.
+    out = subprocess.run([sys.executable, str(BENCH / "instructions.py"), "--rev", "HEAD",
+                          "--kinds", "--cycles", "50"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = re.findall(r"^\| (runq[^|]*) \| (any kind|kinds given) \| ([\d,]+) \|", out.stdout, re.M)
+    assert [(q, k) for q, k, _ in rows] == [("runq (working tree)", "any kind"),
+                                            ("runq at HEAD", "any kind"),
+                                            ("runq (working tree)", "kinds given")], out.stdout
+    for _, _, n in rows:  # a cycle is a claim and a complete: far more than nothing
+        assert 100_000 < int(n.replace(",", "")) < 10_000_000, out.stdout

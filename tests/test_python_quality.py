@@ -18,8 +18,8 @@ def check(*command: str) -> None:
 
 
 def test_mypy_strict() -> None:
-    check("mypy", "--strict", "src", "../bench/run.py", "../bench/cpu.py")
+    check("mypy", "--strict", "src", "../bench/run.py", "../bench/cpu.py", "../bench/instructions.py")
 
 
 def test_ruff() -> None:
-    check("ruff", "check", ".", "../bench/run.py", "../bench/cpu.py")
+    check("ruff", "check", ".", "../bench/run.py", "../bench/cpu.py", "../bench/instructions.py")
