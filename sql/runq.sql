@@ -3722,7 +3722,11 @@ BEGIN
         END IF;
     END IF;
 
-    IF _refuse.epoch NOT BETWEEN 0 AND v_epoch THEN
+    -- Running under the very epoch the fence missed: that epoch was issued
+    -- after the fence ran (a forged epoch a claim has just reached), so it was
+    -- one the run never had then. Its worker's own fencing, later, logs it.
+    IF _refuse.epoch NOT BETWEEN 0 AND v_epoch
+       OR (v_status = 'running' AND v_epoch = _refuse.epoch) THEN
         RETURN false;
     END IF;
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)

@@ -11,7 +11,7 @@
 -- epoch still works afterwards. A NULL epoch stays 22023 and an unknown
 -- run_id RQ003, whatever the epoch. Classes 1800..1899.
 BEGIN;
-SELECT plan(322);
+SELECT plan(326);
 
 -- What runq keeps about a run but its events (pg_temp.answer reports those).
 CREATE FUNCTION pg_temp.held(p_run bigint) RETURNS text LANGUAGE sql AS $$
@@ -210,6 +210,18 @@ SELECT is(pg_temp.answer(format(c.call, -1800, e.epoch), -1800), 'ERROR RQ003',
           format('%s of an unknown run under epoch %s raises RQ003 and logs nothing', c.fn, e.epoch))
   FROM calls AS c, (VALUES (1, -1::bigint), (2, 9223372036854775807)) AS e (n, epoch)
  ORDER BY c.n, e.n;
+
+-- ---------------------------------------------------------------------------
+-- A forged epoch that a claim reaches between the fence and _refuse's read:
+-- the fence saw an epoch the run never had, so no run.fenced for it, though
+-- the run is by then running under it. _refuse is called as the fence would.
+-- ---------------------------------------------------------------------------
+SELECT run_id AS f FROM runq.submit(tenant_id => 'epochs', kind => 'k', priority => 1805) \gset
+SELECT is((SELECT epoch FROM runq.claim(ARRAY[1805])), 1::bigint, 'forged: claimed under epoch 1');
+SELECT is(runq._refuse(:f, 1, 'heartbeat', true), false,
+          'forged: _refuse of the epoch the run now runs under answers false');
+SELECT is(pg_temp.fenced(:f), '', 'forged: and logs no run.fenced for that live epoch');
+SELECT is(runq.heartbeat(:f, 1), true, 'forged: epoch 1 is live and untouched');
 
 SELECT * FROM finish();
 ROLLBACK;
