@@ -116,6 +116,37 @@ def pauses_between_checkpoints(ctx: RunContext) -> dict[str, Any]:
     return {"epoch": ctx.epoch}
 
 
+def interrupts_first_claim(ctx: RunContext) -> dict[str, Any]:
+    """Under its first epoch raises the payload's "raise", SystemExit or
+    KeyboardInterrupt, as a handler that calls sys.exit() or meets ^C does;
+    claimed again, returns its epoch."""
+    if ctx.epoch == 1:
+        if ctx.run.payload["raise"] == "SystemExit":
+            raise SystemExit("the handler called sys.exit()")
+        raise KeyboardInterrupt
+    return {"epoch": ctx.epoch}
+
+
+def uses_tool(ctx: RunContext) -> dict[str, Any]:
+    """begin_tool, then end_tool of the payload's "call_id"; notes what
+    end_tool met ("written", or the exception's class name). With "probe":
+    false in the payload it sends end_tool as RunContext.end_tool does but
+    without the ``landed`` probe, as a pool without it would."""
+    call_id = str(ctx.run.payload["call_id"])
+    outcome = {"hits": 3}
+    ctx.begin_tool(call_id, "search", "idempotent", {"q": "runq"})
+    try:
+        if ctx.run.payload.get("probe", True):
+            ctx.end_tool(call_id, outcome)
+        else:
+            ctx._write(lambda c: c.end_tool(ctx.run_id, ctx.epoch, call_id, outcome))
+    except BaseException as error:
+        note(ctx, type(error).__name__)
+        raise
+    note(ctx, "written")
+    return {"epoch": ctx.epoch}
+
+
 # -- well-behaved ones ------------------------------------------------------------------
 
 
@@ -138,6 +169,8 @@ HANDLERS = {
     "waits": waits,
     "waits.then_checkpoints": waits_then_checkpoints,
     "pauses": pauses_between_checkpoints,
+    "interrupts.once": interrupts_first_claim,
+    "uses.tool": uses_tool,
     "quick": quick,
     "probe": probe,
 }

@@ -51,13 +51,58 @@ The tests:
       three runs of a kind without a handler queued ahead of three with one,
       same class: the handled ones succeed, the others stay queued, never
       claimed (attempts 0, lease_epoch 0); nothing fails.
+  test_interrupt_in_handler_stops_the_pool[SystemExit|KeyboardInterrupt]
+      a handler raises SystemExit / KeyboardInterrupt while the other slot
+      holds a run: the pool stops by itself (join() returns within grace +
+      3 s; the test never calls stop()), both runs are released ('resume':
+      queued, attempts 0, claimable now, run.requeued last), nothing fails.
+      (a) cannot apply to a stopped pool: a new pool claims and completes
+      both runs instead (the one that raised under epoch 2), and
+      after_checks run on it.
+  test_row_locked_by_another_session_keeps_other_leases
+      another session holds A's row FOR UPDATE for three lease lengths, with
+      a sweeper running: B's lease never lapses, no heartbeat waits on A's
+      row longer than a heartbeat interval (each carries a lock timeout of
+      lease/12), A's lease lapses but the sweeps step over its locked row (A
+      stays running under epoch 1). Once the lock goes, A's heartbeats
+      resume and A and B complete under epoch 1, neither with a
+      run.requeued or run.fenced. (A FOR KEY SHARE under the FOR UPDATE,
+      held until A's first heartbeat lands, keeps the sweeper from taking A
+      in between, as it rightly could.)
+  test_join_bounded_with_several_stuck_runs[refused|silent|rows_locked]
+      three handlers never return, then the database refuses new
+      connections (``refused``: ALLOW_CONNECTIONS false), answers nothing
+      any more (``silent``: a Proxy holds every byte and every new
+      connection, as a hung server or a network cut would; a heartbeat
+      hangs too), or another session holds the three runs' rows FOR UPDATE
+      (``rows_locked``, until grace + 7 s): join() returns within grace +
+      RELEASE_PATIENCE (3 s for all the releases together) + 1 s, without
+      raising; the runs stay running. ``silent`` and ``rows_locked`` fail
+      at this commit. silent: join() takes about grace + 18 s (the first
+      release waits its whole patience for the hung heartbeat, then still
+      opens a connection, and so does every later release with no patience
+      left, each for up to connect_timeout, 5 s). rows_locked: the release
+      waits on the row lock with no lock or statement timeout, as long as
+      the lock is held.
+  test_end_tool_that_committed_but_lost_its_answer
+      a Proxy drops the answer to the handler's end_tool once the server has
+      sent it in full (ReadyForQuery: committed) and closes the connection:
+      end_tool returns normally in the handler (its probe finds the call
+      finished; no RQ004), the call is finished once under epoch 1 (one
+      run.tool_finished), the run succeeds. Control: the same loss with
+      end_tool sent again without the probe raises RQ004 (InvalidRunState)
+      into the handler and fails the run.
+
+Two tests put a Proxy (a TCP relay, below) between the pool and the server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -72,7 +117,9 @@ import pytest
 from chaos_handlers import HANDLERS, NOTES, PROBES, gate, open_gates
 from pgutil import ROOT, create_database, psql, with_dbname
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
+from runq import pool as runq_pool
 from runq.pool import Slot, WorkerPool
 
 LEASE = 1.5  # seconds; the pool heartbeats every third of it
@@ -126,8 +173,10 @@ class Harness:
         self.joined: set[int] = set()
 
     def pool(self, slots: Sequence[Slot], *, lease: float = LEASE,
-             sweep_interval: float | None = None, grace: float = 1.0) -> WorkerPool:
-        pool = WorkerPool(self.url, HANDLERS, slots, lease=timedelta(seconds=lease),
+             sweep_interval: float | None = None, grace: float = 1.0,
+             url: str | None = None) -> WorkerPool:
+        """A started pool on this database (through ``url``: a Proxy's)."""
+        pool = WorkerPool(url or self.url, HANDLERS, slots, lease=timedelta(seconds=lease),
                           poll_interval=POLL, sweep_interval=sweep_interval, grace=grace,
                           worker_id=f"{self.name}-pool{len(self.pools)}")
         self.pools.append(pool)
@@ -236,6 +285,135 @@ def chaos(db_url: str, conn: psycopg.Connection[Any],
     yield h
     open_gates(h.name)
     h.stop_all()
+
+
+# A server's answer ends with ReadyForQuery; "I": idle, so the statement's
+# implicit transaction has committed (or rolled back) by then.
+_READY_IDLE = b"Z\x00\x00\x00\x05I"
+
+
+class Proxy:
+    """A TCP relay between a pool and the server, to lose the server in ways
+    the server cannot be asked to. ``url`` is the server's URL through it.
+
+    ``silence()``       from then on no connection, open or new, gets an
+                        answer: a hung server, or a network cut (a connect
+                        waits out connect_timeout, a query waits)
+    ``cut_after(m)``    the answer to the next query whose bytes hold ``m``
+                        is read to its end (ReadyForQuery: committed), then
+                        dropped and both sides' sockets closed: a write that
+                        committed and lost its answer on the way
+    """
+
+    def __init__(self, server_url: str) -> None:
+        info = conninfo_to_dict(server_url)
+        host, port = str(info.get("host") or "localhost"), int(info.get("port") or 5432)
+        self._unix = f"{host}/.s.PGSQL.{port}" if host.startswith("/") else None
+        self._target = (host, port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = make_conninfo(server_url, host="127.0.0.1", hostaddr="127.0.0.1",
+                                 port=str(self._listener.getsockname()[1]))
+        self._lock = threading.Lock()
+        self._silent = threading.Event()
+        self._closed = threading.Event()
+        self._marker: bytes | None = None
+        self._sockets: list[socket.socket] = []
+        self.held = 0                     # chunks and connections silence() held back
+        self.dropped: list[bytes] = []    # the answers cut_after() dropped
+        threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
+
+    def silence(self) -> None:
+        self._silent.set()
+
+    def cut_after(self, marker: bytes) -> None:
+        with self._lock:
+            self._marker = marker
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            sockets, self._sockets = [self._listener, *self._sockets], []
+        for sock in sockets:
+            self._shut(sock)
+
+    def _track(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # wakes a recv() blocked on it
+        sock.close()
+
+    def _connect(self) -> socket.socket:
+        if self._unix is None:
+            return socket.create_connection(self._target)
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(self._unix)
+        return sock
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            self._track(client)
+            if self._silent.is_set():
+                with self._lock:
+                    self.held += 1  # accepted, never answered
+                continue
+            try:
+                server = self._connect()
+            except OSError:
+                self._shut(client)
+                continue
+            self._track(server)
+            link: dict[str, Any] = {"cut": False, "answer": b"", "tail": b""}
+            for src, dst, upstream in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._relay, args=(src, dst, link, upstream),
+                                 name="proxy-relay", daemon=True).start()
+
+    def _relay(self, src: socket.socket, dst: socket.socket, link: dict[str, Any],
+               upstream: bool) -> None:
+        try:
+            while not self._closed.is_set():
+                data = src.recv(65536)
+                if not data:
+                    return
+                if self._silent.is_set():
+                    with self._lock:
+                        self.held += 1
+                    self._closed.wait()
+                    return
+                if upstream:
+                    with self._lock:  # marked before it is sent: the answer comes after
+                        seen, link["tail"] = link["tail"] + data, data[-64:]
+                        if self._marker is not None and self._marker in seen:
+                            link["cut"], self._marker = True, None
+                elif link["cut"]:
+                    link["answer"] += data
+                    if link["answer"].endswith(_READY_IDLE):
+                        with self._lock:
+                            self.dropped.append(link["answer"])
+                        return
+                    continue
+                dst.sendall(data)
+        except OSError:
+            return
+        finally:
+            self._shut(src)
+            self._shut(dst)
+
+
+@pytest.fixture
+def proxy(db_url: str) -> Iterator[Proxy]:
+    """A Proxy to the test's database; ask for it before ``chaos`` so the
+    pools stop before it closes."""
+    relay = Proxy(db_url)
+    yield relay
+    relay.close()
 
 
 # -- the three checks after every scenario ----------------------------------------------
@@ -568,3 +746,232 @@ def test_unknown_kind_ahead_of_handled_kind(chaos: Harness) -> None:
     never_claimed()
     after_checks(h, pool, [(70,), (70,)], {})
     never_claimed()
+
+
+# -- 8. a handler raises SystemExit or KeyboardInterrupt -------------------------------------
+
+
+@pytest.mark.parametrize("exception", ["SystemExit", "KeyboardInterrupt"])
+def test_interrupt_in_handler_stops_the_pool(chaos: Harness, exception: str) -> None:
+    h = chaos
+    grace = 1.0
+    pool = h.pool([Slot((42,), 2)], sweep_interval=0.3, grace=grace)
+    other_gate, other_note = h.key("other"), h.key("other-note")
+    other = h.submit("waits", 42, gate=other_gate, note=other_note)
+    h.wait_running([other], pool)
+
+    # The test never calls stop(): the handler's exception must.
+    joined = threading.Event()
+    raised: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            pool.join()
+        except BaseException as error:
+            raised.append(error)
+        finally:
+            joined.set()
+
+    threading.Thread(target=join, name="test-join", daemon=True).start()
+    began = time.monotonic()
+    run = h.submit("interrupts.once", 42, **{"raise": exception})
+    assert joined.wait(grace + 3), (
+        f"the pool did not stop by itself within grace + 3 s of a handler raising {exception}"
+        f"\n{h.state([run, other], pool)}")
+    took = time.monotonic() - began
+    h.joined.add(id(pool))
+    assert not raised, f"pool.join() raised {raised[0]!r}"
+
+    # Both runs given back ('resume': queued, attempt returned, claimable at
+    # once): the one that raised at once, the other after its grace.
+    for r in (run, other):
+        row = h.row(r)
+        assert (row["status"], row["attempts"], row["scheduled_for"], row["lease_epoch"]) == (
+            "queued", 0, None, 1), f"run {r} was not released ({took:.1f}s)\n{h.state([r])}"
+        assert h.events(r)[-1] == ("run.requeued", 1), h.events(r)
+    assert h.value("SELECT count(*) FROM runq.runs WHERE status = 'failed'") == 0, h.state()
+
+    # The other handler's late return writes nothing; then a new pool claims
+    # and completes both released runs.
+    gate(other_gate).set()
+    wait_until("the other handler to return", lambda: NOTES.get(other_note), timeout=5)
+    assert h.row(other)["status"] == "queued", h.state([other])
+    fresh = h.pool([Slot((42,), 2)], sweep_interval=0.3, grace=grace)
+    statuses = h.wait_terminal([run, other], timeout=5, pool=fresh)
+    assert statuses == {run: "succeeded", other: "succeeded"}, h.state([run, other], fresh)
+    assert h.row(run)["result"] == {"epoch": 2}, h.row(run)
+    assert [t for t, _ in h.events(run)].count("run.succeeded") == 1, h.events(run)
+    after_checks(h, fresh, [(42,), (42,)], {})
+
+
+# -- 9. a run's row locked by another session ------------------------------------------------
+
+
+def test_row_locked_by_another_session_keeps_other_leases(
+        chaos: Harness, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+    h = chaos
+    interval = LEASE / 3  # the pool's heartbeat interval; each carries a lock timeout of a quarter
+    pool = h.pool([Slot((80,), 2)], sweep_interval=0.3)  # a lapsed, unlocked lease gets swept
+    a_gate, b_gate = h.key("a"), h.key("b")
+    a = h.submit("waits", 80, gate=a_gate)
+    h.wait_running([a], pool)
+    b = h.submit("waits", 80, gate=b_gate)  # after A, so B's heartbeat comes after A's
+    h.wait_running([a, b], pool)
+
+    waited: list[float] = []  # how long heartbeats had been waiting on A's row, when seen
+
+    def check() -> str | None:
+        problem = h.lease_problem(b, pool, also=[a])
+        if problem:
+            return problem
+        row = h.row(a)
+        if (row["status"], row["lease_epoch"]) != ("running", 1):
+            return f"A was swept while its row was locked:\n{h.state([a, b], pool)}"
+        age = h.value("""SELECT max(extract(epoch FROM clock_timestamp() - query_start))::float8
+                           FROM pg_stat_activity
+                          WHERE datname = current_database() AND wait_event_type = 'Lock'
+                            AND application_name = 'runq-pool-heartbeat'""")
+        if age is not None:
+            waited.append(age)
+            if age > interval:
+                return (f"a heartbeat has waited {age:.2f}s on A's row, more than the heartbeat"
+                        f" interval ({interval:.2f}s)")
+        return None
+
+    # The locker's FOR UPDATE is in a savepoint over a FOR KEY SHARE of the
+    # same row, which lets heartbeats through (they change no key) but not
+    # sweeps (FOR UPDATE): when the FOR UPDATE goes, a sweep cannot take A,
+    # whose lease lapsed, before its next heartbeat lands (it rightly would).
+    locker = connect()
+    locker.execute("BEGIN")
+    try:
+        locker.execute("SELECT run_id FROM runq.runs WHERE run_id = %s FOR KEY SHARE", [a])
+        locker.execute("SAVEPOINT hold")
+        locker.execute("SELECT run_id FROM runq.runs WHERE run_id = %s FOR UPDATE", [a])
+        sample("B's lease and A's row while another session holds A's row locked", 3 * LEASE,
+               check, every=0.05)
+        assert waited, "no heartbeat of A was seen waiting on its row lock"
+        assert h.row(a)["lease_left"] < 0, (
+            f"A's lease did not lapse under the lock (its heartbeats got through?)\n"
+            f"{h.state([a, b], pool)}")
+        locker.execute("ROLLBACK TO SAVEPOINT hold")  # the FOR UPDATE goes
+        # A's heartbeats resume.
+        wait_until("A's heartbeat after the lock went", lambda: h.lease_problem(a, pool) is None,
+                   timeout=2 * interval, state=lambda: h.state([a, b], pool))
+        locker.execute("COMMIT")
+    finally:
+        if locker.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            locker.execute("ROLLBACK")
+
+    # A's heartbeats go on, and it completes under its first epoch.
+    sample("A's lease after the lock went", LEASE, lambda: h.lease_problem(a, pool, also=[b]))
+    gate(a_gate).set()
+    gate(b_gate).set()
+    assert h.wait_terminal([a, b], timeout=5, pool=pool) == {a: "succeeded", b: "succeeded"}
+    for r in (a, b):
+        events = h.events(r)
+        assert events[-1] == ("run.succeeded", 1), (r, events)
+        assert not {"run.fenced", "run.requeued"} & {t for t, _ in events}, (r, events)
+    after_checks(h, pool, [(80,), (80,)], {})
+
+
+# -- 10. join() with the database gone and several runs stuck ---------------------------------
+
+
+@pytest.mark.parametrize("outage", ["refused", "silent", "rows_locked"])
+def test_join_bounded_with_several_stuck_runs(
+        proxy: Proxy, chaos: Harness, server_url: str,
+        connect: Callable[[], psycopg.Connection[Any]], outage: str) -> None:
+    h = chaos
+    grace = 1.0
+    patience = getattr(runq_pool, "RELEASE_PATIENCE", 3.0)  # 3 s, as the README says
+    pool = h.pool([Slot((33,), 3)], grace=grace, url=proxy.url if outage == "silent" else None)
+    stuck_gate = h.key("stuck")
+    stuck = [h.submit("waits", 33, gate=stuck_gate) for _ in range(3)]
+    h.wait_running(stuck, pool)
+
+    admin = psycopg.connect(server_url, autocommit=True)
+    dbname = sql.Identifier(h.conn.info.dbname)
+    locker = connect()
+    # rows_locked: the locks go well after join() should have returned, so a
+    # join() that waits for them ends, late, instead of hanging the test.
+    unlock = threading.Timer(grace + patience + 4, lambda: locker.execute("COMMIT"))
+    try:
+        if outage == "refused":
+            admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(dbname))
+        elif outage == "silent":
+            proxy.silence()
+            # the next heartbeat hangs too
+            wait_until("a heartbeat to hang", lambda: proxy.held, timeout=2 * LEASE)
+        else:
+            locker.execute("BEGIN")
+            locker.execute("SELECT FROM runq.runs WHERE run_id = ANY(%s) FOR UPDATE", [stuck])
+            unlock.start()
+        raised: BaseException | None = None
+        began = time.monotonic()
+        pool.stop()
+        try:
+            pool.join()
+        except BaseException as error:
+            raised = error
+        finally:
+            h.joined.add(id(pool))
+        took = time.monotonic() - began
+    finally:
+        unlock.cancel()
+        if unlock.ident is not None:
+            unlock.join()
+        if locker.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            locker.execute("ROLLBACK")
+        admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(dbname))
+        admin.close()
+    assert raised is None, f"pool.join() raised {type(raised).__name__}: {raised}"
+    assert took < grace + patience + 1.0, (
+        f"pool.join() took {took:.1f}s with {len(stuck)} runs stuck (grace {grace}s, then"
+        f" {patience}s to release them in all)")
+    # Nothing could be released in time: the runs wait for their leases to
+    # lapse, or (rows_locked) a release join() stopped waiting for lands once
+    # the rows are free, in the background (released: queued again). Never
+    # anything else.
+    statuses = {h.row(r)["status"] for r in stuck}
+    assert statuses <= ({"running", "queued"} if outage == "rows_locked" else {"running"}), \
+        h.state(stuck)
+
+
+# -- 11. a write that committed and lost its answer -----------------------------------------
+
+
+def test_end_tool_that_committed_but_lost_its_answer(proxy: Proxy, chaos: Harness) -> None:
+    h = chaos
+    pool = h.pool([Slot((91,), 1)], url=proxy.url)
+    end_tool = b'"end_tool"('  # in the query text the client sends
+
+    # The answer to end_tool is lost after it committed: end_tool asks
+    # tool_calls on a new connection, finds its call finished, and returns.
+    proxy.cut_after(end_tool)
+    note = h.key("note")
+    run = h.submit("uses.tool", 91, note=note, call_id="search-1")
+    seen = wait_until("the handler's end_tool to return or raise", lambda: NOTES.get(note),
+                      timeout=10, state=lambda: h.state([run], pool))
+    assert seen == ["written"], f"end_tool raised {seen} into the handler"
+    assert len(proxy.dropped) == 1 and proxy.dropped[0].endswith(_READY_IDLE), proxy.dropped
+    assert h.wait_terminal([run], timeout=5, pool=pool) == {run: "succeeded"}, h.state([run])
+    calls = h.conn.execute("SELECT call_id, status, epoch, outcome FROM runq.tool_calls(%s)",
+                           [run]).fetchall()
+    assert calls == [("search-1", "finished", 1, {"hits": 3})], calls
+    kinds = [t for t, _ in h.events(run)]
+    assert kinds.count("run.tool_finished") == 1, h.events(run)
+    assert "run.fenced" not in kinds and h.events(run)[-1] == ("run.succeeded", 1), h.events(run)
+
+    # The same loss without the probe: end_tool sent again raises RQ004 into
+    # the handler, and the run fails. What the probe is there for.
+    proxy.cut_after(end_tool)
+    unprobed_note = h.key("unprobed-note")
+    unprobed = h.submit("uses.tool", 91, note=unprobed_note, call_id="search-1", probe=False)
+    seen = wait_until("the unprobed end_tool to return or raise",
+                      lambda: NOTES.get(unprobed_note), timeout=10,
+                      state=lambda: h.state([unprobed], pool))
+    assert seen == ["InvalidRunState"], f"end_tool sent again met {seen}, not RQ004"
+    assert len(proxy.dropped) == 2, proxy.dropped
+    assert h.wait_terminal([unprobed], timeout=5, pool=pool) == {unprobed: "failed"}
+    after_checks(h, pool, [(91,)], {unprobed: "InvalidRunState"})

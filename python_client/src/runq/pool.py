@@ -336,6 +336,18 @@ class WorkerPool:
         deadline = time.monotonic() + self.grace
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        # In a thread of its own, so that nothing (a connect to a host that
+        # stopped answering, a release waiting on a row another session
+        # locked) holds join() past its bound.
+        releaser = threading.Thread(target=self._release_leftover, name="runq-release",
+                                    daemon=True)
+        releaser.start()
+        releaser.join(RELEASE_PATIENCE)
+        if releaser.is_alive():
+            log.warning("gave up releasing after %.0f s: the runs left keep their leases"
+                        " until they expire", RELEASE_PATIENCE)
+
+    def _release_leftover(self) -> None:
         link = _Link(self.conninfo, self._connect_kwargs("runq-pool-release"))
         give_up = time.monotonic() + RELEASE_PATIENCE
         try:
@@ -345,9 +357,9 @@ class WorkerPool:
                     log.info("released run %s (epoch %s)", ctx.run_id, ctx.epoch)
                 except RunStopped:
                     pass  # finished, fenced or gone meanwhile: nothing to give back
-                except Exception:
-                    log.exception("could not release run %s (epoch %s); its lease will expire",
-                                  ctx.run_id, ctx.epoch)
+                except Exception as error:
+                    log.warning("could not release run %s (epoch %s): %s; its lease will expire",
+                                ctx.run_id, ctx.epoch, error)
         finally:
             link.close()
 
