@@ -184,6 +184,8 @@ class Bench:
             self.load_runq(s.backlog, 0, kind="bench.other")
         self.load_runq(s.latency_claims, 0, kind="bench.mine")
         self.psql("VACUUM ANALYZE runq.runs")
+        # The load's dirty pages written now, not by a checkpoint during the claims.
+        self.psql("CHECKPOINT")
         with tempfile.TemporaryDirectory() as d:
             _, lat = self.pgbench("claim_kind.pgbench", 1,
                                   transactions=s.latency_claims, log_dir=d)
