@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -299,41 +300,33 @@ def main() -> None:
                 f" | {r / f:.2f} | {r / c:.2f} |")
         say("")
 
-    if "latency" in only:
+    def latency(title: str, measure: Callable[[bool], tuple[float, float]],
+                labels: tuple[str, str]) -> None:
+        """p50 and p99 without and with a backlog: medians of interleaved
+        repetitions (a p99 is easily moved by one hiccup)."""
         runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
-        for _ in range(sizes.reps):  # interleaved, medians: a p99 is easily moved by one hiccup
+        for _ in range(sizes.reps):
             for backlog in (False, True):
-                runs[backlog].append(bench.claim_latency(backlog=backlog))
+                runs[backlog].append(measure(backlog))
         empty, full = ((statistics.median(p50 for p50, _ in runs[b]),
                         statistics.median(p99 for _, p99 in runs[b])) for b in (False, True))
-        say(f"## Interactive claim latency ({sizes.latency_claims:,} claims, 1 client,"
-            f" median of {sizes.reps})")
+        say(f"## {title} ({sizes.latency_claims:,} claims, 1 client, median of {sizes.reps})")
         say("")
         say("| queue | p50 (ms) | p99 (ms) |")
         say("|---|---:|---:|")
-        say(f"| empty | {empty[0]:.3f} | {empty[1]:.3f} |")
-        say(f"| {sizes.backlog:,} async queued + {2 * sizes.scheduled:,} scheduled"
-            f" | {full[0]:.3f} | {full[1]:.3f} |")
+        say(f"| {labels[0]} | {empty[0]:.3f} | {empty[1]:.3f} |")
+        say(f"| {labels[1]} | {full[0]:.3f} | {full[1]:.3f} |")
         say(f"| ratio | {full[0] / empty[0]:.2f} | **{full[1] / empty[1]:.2f}** |")
         say("")
 
+    if "latency" in only:
+        latency("Interactive claim latency", bench.claim_latency,
+                ("empty", f"{sizes.backlog:,} async queued + {2 * sizes.scheduled:,} scheduled"))
+
     if "kinds" in only:
-        kinds: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
-        for _ in range(sizes.reps):
-            for backlog in (False, True):
-                kinds[backlog].append(bench.claim_kind_latency(backlog=backlog))
-        empty, full = ((statistics.median(p50 for p50, _ in kinds[b]),
-                        statistics.median(p99 for _, p99 in kinds[b])) for b in (False, True))
-        say(f"## Claim of one kind ({sizes.latency_claims:,} claims with kinds, 1 client,"
-            f" median of {sizes.reps})")
-        say("")
-        say("| queue | p50 (ms) | p99 (ms) |")
-        say("|---|---:|---:|")
-        say(f"| only that kind queued | {empty[0]:.3f} | {empty[1]:.3f} |")
-        say(f"| behind {sizes.backlog:,} older runs of another kind, same class"
-            f" | {full[0]:.3f} | {full[1]:.3f} |")
-        say(f"| ratio | {full[0] / empty[0]:.2f} | **{full[1] / empty[1]:.2f}** |")
-        say("")
+        latency("Claim of one kind, with kinds", bench.claim_kind_latency,
+                ("only that kind queued",
+                 f"behind {sizes.backlog:,} older runs of another kind, same class"))
 
     if "heartbeat" in only:
         tps, ms, hot = bench.heartbeat()
