@@ -464,6 +464,19 @@ def after_checks(h: Harness, pool: WorkerPool, slots: Sequence[tuple[int, ...]],
 @pytest.mark.parametrize(("kind", "named"), [("returns.set", ("set",)),
                                              ("returns.nan", ("nan", "float"))],
                          ids=["set", "nan"])
+
+def stop_and_join(h: Harness, pool: WorkerPool) -> tuple[BaseException | None, float]:
+    """stop() then join(): what join() raised, if anything, and how long both took."""
+    began = time.monotonic()
+    pool.stop()
+    try:
+        pool.join()
+        return None, time.monotonic() - began
+    except BaseException as error:
+        return error, time.monotonic() - began
+    finally:
+        h.joined.add(id(pool))
+
 def test_result_not_json(chaos: Harness, kind: str, named: tuple[str, ...]) -> None:
     h = chaos
     pool = h.pool([Slot((40,), 1)])
@@ -531,16 +544,7 @@ def test_handler_that_never_returns(chaos: Harness, server_url: str, connections
     try:
         if connections == "no_connection":
             admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(dbname))
-        raised: BaseException | None = None
-        began = time.monotonic()
-        pool.stop()
-        try:
-            pool.join()
-        except BaseException as error:
-            raised = error
-        finally:
-            h.joined.add(id(pool))
-        took = time.monotonic() - began
+        raised, took = stop_and_join(h, pool)
     finally:
         admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(dbname))
         admin.close()
@@ -907,16 +911,7 @@ def test_join_bounded_with_several_stuck_runs(
             locker.execute("BEGIN")
             locker.execute("SELECT FROM runq.runs WHERE run_id = ANY(%s) FOR UPDATE", [stuck])
             unlock.start()
-        raised: BaseException | None = None
-        began = time.monotonic()
-        pool.stop()
-        try:
-            pool.join()
-        except BaseException as error:
-            raised = error
-        finally:
-            h.joined.add(id(pool))
-        took = time.monotonic() - began
+        raised, took = stop_and_join(h, pool)
     finally:
         unlock.cancel()
         if unlock.ident is not None:
