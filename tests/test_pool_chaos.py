@@ -458,13 +458,6 @@ def after_checks(h: Harness, pool: WorkerPool, slots: Sequence[tuple[int, ...]],
         f"(c) failed runs {failed}, expected {expected_failed}\n{h.state(pool=pool)}")
 
 
-# -- 1. a result JSON cannot encode ------------------------------------------------------
-
-
-@pytest.mark.parametrize(("kind", "named"), [("returns.set", ("set",)),
-                                             ("returns.nan", ("nan", "float"))],
-                         ids=["set", "nan"])
-
 def stop_and_join(h: Harness, pool: WorkerPool) -> tuple[BaseException | None, float]:
     """stop() then join(): what join() raised, if anything, and how long both took."""
     began = time.monotonic()
@@ -477,6 +470,13 @@ def stop_and_join(h: Harness, pool: WorkerPool) -> tuple[BaseException | None, f
     finally:
         h.joined.add(id(pool))
 
+
+# -- 1. a result JSON cannot encode ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kind", "named"), [("returns.set", ("set",)),
+                                             ("returns.nan", ("nan", "float"))],
+                         ids=["set", "nan"])
 def test_result_not_json(chaos: Harness, kind: str, named: tuple[str, ...]) -> None:
     h = chaos
     pool = h.pool([Slot((40,), 1)])
