@@ -5,8 +5,12 @@
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Called by workers before a tool executes, with the tool's declared
 -- idempotency class, which decides what a dead lease makes of the call
@@ -16,7 +20,10 @@ BEGIN;
 -- repeat under the same epoch (a client retry); a finished call may not.
 -- Raises 22023 (bad arguments), RQ003, RQ004 (call already finished or
 -- started by another epoch); false when fenced or cancelled.
-CREATE FUNCTION runq.begin_tool(
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.begin_tool(
     run_id       bigint,
     epoch        bigint,
     call_id      text,
@@ -33,22 +40,13 @@ DECLARE
     v_now     timestamptz := clock_timestamp();
     v_status  text;
 BEGIN
-    IF begin_tool.call_id IS NULL OR length(begin_tool.call_id) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('call_id must be 1 to 256 characters, got %L', left(begin_tool.call_id, 100));
-    ELSIF begin_tool.tool IS NULL OR length(begin_tool.tool) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('tool must be 1 to 256 characters, got %L', left(begin_tool.tool, 100));
-    ELSIF begin_tool.idempotency IS NULL
-          OR begin_tool.idempotency NOT IN ('read_only', 'idempotent', 'non_idempotent') THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('idempotency must be read_only, idempotent or non_idempotent, got %L',
-                             left(begin_tool.idempotency, 100));
-    ELSIF begin_tool.args IS NULL OR jsonb_typeof(begin_tool.args) <> 'object' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('args must be a jsonb object, got %s',
-                             coalesce(jsonb_typeof(begin_tool.args), 'NULL'));
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_identifier('call_id', begin_tool.call_id)
+        AND runq._check_identifier('tool', begin_tool.tool)
+        AND runq._check_choice('idempotency', begin_tool.idempotency,
+                               ARRAY['read_only', 'idempotent', 'non_idempotent'])
+        AND runq._check_object('args', begin_tool.args);
 
     UPDATE runq.runs AS r
        SET tools_begun = r.tools_begun + 1, updated_at = v_now

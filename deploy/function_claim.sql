@@ -8,6 +8,7 @@
 -- requires: table_settings
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -23,15 +24,10 @@ SET LOCAL statement_timeout = '10s';
 -- its newest checkpoint (one key lookup) and the inputs delivered after it,
 -- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
 --
--- Reworked for v0.2: kinds text[] DEFAULT NULL, appended. The signature
--- changes, so the function is dropped and created again in this transaction
--- (callers see one or the other). What squawk warns of, a client broken by the
--- drop, cannot happen here: every call of the four-argument claim, positional
--- or named, resolves to the new one through the default.
--- squawk-ignore ban-drop-function
-DROP FUNCTION runq.claim(integer[], text, interval, integer);
-
-CREATE FUNCTION runq.claim(
+-- Reworked after v0.1.2: the arguments are checked once each, by the
+-- shared checks of argument_checks, instead of by one expression and again
+-- by detailed checks. Same errors, same plan.
+CREATE OR REPLACE FUNCTION runq.claim(
     classes    integer[],
     worker_id  text     DEFAULT NULL,
     lease      interval DEFAULT NULL,
@@ -56,34 +52,12 @@ AS $$
 DECLARE
     v_now  timestamptz := clock_timestamp();
 BEGIN
-    -- One expression for good arguments; the detailed checks name what is wrong.
-    IF NOT coalesce(cardinality(claim.classes) > 0 AND array_ndims(claim.classes) = 1
-                    AND array_position(claim.classes, NULL) IS NULL
-                    AND 0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)
-                    AND claim.max_runs >= 1
-                    AND (claim.lease IS NULL OR claim.lease > interval '0'
-                         AND claim.lease < interval '1000 years'), false) THEN
-        IF claim.classes IS NULL OR cardinality(claim.classes) = 0
-           OR array_ndims(claim.classes) <> 1 THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('classes must be a non-empty one-dimensional array, got %s',
-                                 coalesce(left(claim.classes::text, 100), 'NULL'));
-        ELSIF array_position(claim.classes, NULL) IS NOT NULL
-              OR NOT (0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)) THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('classes must be between 0 and 32767, got %s',
-                                 (SELECT coalesce(c::text, 'NULL') FROM unnest(claim.classes) AS c
-                                   WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1));
-        ELSIF claim.max_runs IS NULL OR claim.max_runs < 1 THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('max_runs must be at least 1, got %s',
-                                 coalesce(claim.max_runs::text, 'NULL'));
-        ELSIF claim.lease <= interval '0' OR claim.lease >= interval '1000 years' THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('lease must be positive and under 1000 years, got %s', claim.lease);
-        END IF;
-    END IF;
-
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks); inlined, they cost what one expression costs.
+    IF runq._check_classes('classes', claim.classes)
+       AND runq._check_count('max_runs', claim.max_runs)
+       AND runq._check_duration('lease', claim.lease)
+       AND runq._check_names('kinds', claim.kinds) THEN
     -- Two statements, not one with two branches: a claim of any kind (the hot
     -- path) then plans and starts exactly what it did before kinds existed.
     -- The shared tail (chosen, claimed, logged and the result) is written
@@ -143,12 +117,6 @@ BEGIN
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
-        IF NOT coalesce(cardinality(claim.kinds) > 0 AND array_ndims(claim.kinds) = 1
-                        AND array_position(claim.kinds, NULL) IS NULL, false) THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('kinds must be NULL or a non-empty one-dimensional array without NULLs, got %s',
-                                 left(claim.kinds::text, 200));
-        END IF;
         RETURN QUERY
     WITH picked AS (
         -- These kinds only: the oldest max_runs of each (class, kind) from
@@ -214,6 +182,7 @@ BEGIN
            c.lease_epoch > 1, c.lease_expires_at
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
+    END IF;
     END IF;
 END
 $$;

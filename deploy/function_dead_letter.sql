@@ -3,13 +3,19 @@
 -- requires: index_runs_dead_letter
 -- requires: type_run_info
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Called by operators (runq failed). Reads only failed runs, through the
 -- partial runs_dead_letter_idx, newest failure first.
 -- Raises 22023 (max_runs below 1).
-CREATE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
+--
+-- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql
     STABLE
@@ -17,11 +23,9 @@ CREATE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF dead_letter.max_runs IS NULL OR dead_letter.max_runs < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_runs must be at least 1, got %s',
-                             coalesce(dead_letter.max_runs::text, 'NULL'));
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_count('max_runs', dead_letter.max_runs);
     RETURN QUERY
         SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,

@@ -6,6 +6,7 @@
 -- requires: table_tool_calls
 -- requires: table_idempotency_keys
 -- requires: role_runq_admin
+-- requires: argument_checks
 -- requires: function_submit
 -- requires: index_run_events_fenced
 
@@ -34,7 +35,10 @@ SET LOCAL statement_timeout = '10s';
 -- is gone; each purge also deletes those orphans, found through the small
 -- run_events_fenced_key, rather than make the fenced path lock the run.
 -- Raises 22023 for bad arguments.
-CREATE FUNCTION runq.purge(
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.purge(
     older_than     interval,
     max_runs       integer DEFAULT 1000,
     include_failed boolean DEFAULT false)
@@ -48,19 +52,16 @@ DECLARE
     v_purged bigint;
     v_cutoff timestamptz;
 BEGIN
-    IF purge.older_than IS NULL OR purge.older_than < interval '0'
-       OR purge.older_than >= interval '1000 years' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('older_than must be at least 0 and under 1000 years, got %s',
-                             coalesce(purge.older_than::text, 'NULL'));
-    ELSIF purge.max_runs IS NULL OR purge.max_runs < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_runs must be at least 1, got %s',
-                             coalesce(purge.max_runs::text, 'NULL'));
-    ELSIF purge.include_failed IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'include_failed must be true or false, got NULL';
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    -- older_than may be 0 (everything finished so far), unlike a duration.
+    PERFORM CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
+                 THEN true
+                 ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
+                                         coalesce(purge.older_than::text, 'NULL')) END
+        AND runq._check_count('max_runs', purge.max_runs)
+        AND CASE WHEN purge.include_failed IS NOT NULL THEN true
+                 ELSE runq._bad_argument('include_failed', 'true or false', 'NULL') END;
     v_cutoff := clock_timestamp() - purge.older_than;
 
     WITH doomed AS (

@@ -4,11 +4,18 @@
 -- requires: type_run_event
 -- requires: role_runq_client
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by submitters and operators; reads a run's event log. Raises RQ003.
-CREATE FUNCTION runq.run_events(run_id bigint)
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+CREATE OR REPLACE FUNCTION runq.run_events(run_id bigint)
     RETURNS SETOF runq.run_event
     LANGUAGE plpgsql
     STABLE
@@ -16,13 +23,10 @@ CREATE FUNCTION runq.run_events(run_id bigint)
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF run_events.run_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
-    END IF;
     PERFORM FROM runq.runs AS r WHERE r.run_id = run_events.run_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', run_events.run_id);
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(run_events.run_id);
     END IF;
     RETURN QUERY
         SELECT e.event_id, e.epoch::bigint, e.type::text, e.payload::jsonb, e.created_at
@@ -37,6 +41,6 @@ GRANT EXECUTE ON FUNCTION runq.run_events(bigint) TO runq_client, runq_admin;
 
 COMMENT ON FUNCTION runq.run_events(bigint) IS
 $c$A run's events in order: event_id, epoch, type, payload, created_at. Every transition appends one in its own transaction; heartbeats append none.
-Raises RQ003 (no such run).$c$;
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;

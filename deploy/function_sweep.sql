@@ -5,8 +5,12 @@
 -- requires: function__expire_leases
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Called on a timer by worker pools and operators, from any number of
 -- processes at once: every pick is FOR UPDATE SKIP LOCKED, so concurrent
@@ -14,7 +18,9 @@ BEGIN;
 -- all: first running runs whose lease has expired (oldest expiry first,
 -- through runq._expire_leases), then queued runs past their queue_ttl.
 -- Raises 22023 (max_runs below 1).
-CREATE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
+--
+-- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
     VOLATILE
@@ -25,11 +31,9 @@ DECLARE
     v_now      timestamptz := clock_timestamp();
     v_expired  bigint[];
 BEGIN
-    IF sweep.max_runs IS NULL OR sweep.max_runs < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_runs must be at least 1, got %s',
-                             coalesce(sweep.max_runs::text, 'NULL'));
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_count('max_runs', sweep.max_runs);
 
     SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
       FROM (SELECT r.run_id

@@ -1,7 +1,53 @@
 -- Revert runq:function_deliver_input from pg
+-- (back to deliver_input as v0.1.2 released it)
+-- requires: function__deliver_input
+-- requires: role_runq_client
+-- requires: role_runq_admin
 
 BEGIN;
 
-DROP FUNCTION runq.deliver_input(bigint, jsonb);
+-- Called by submitters answering a run's question. Locks the run. Raises
+-- 22023 (NULL input), RQ003 (no such run), RQ004 (not waiting_for_user).
+CREATE OR REPLACE FUNCTION runq.deliver_input(run_id bigint, input jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_status text;
+BEGIN
+    IF deliver_input.run_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
+    END IF;
+    IF deliver_input.input IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'input must not be NULL';
+    END IF;
+
+    SELECT r.status::text INTO v_status
+      FROM runq.runs AS r
+     WHERE r.run_id = deliver_input.run_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ003',
+            MESSAGE = format('run %s not found', deliver_input.run_id);
+    ELSIF v_status <> 'waiting_for_user' THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('run %s is %s, not waiting_for_user', deliver_input.run_id, v_status),
+            HINT = 'Only a run waiting for the user takes input.';
+    END IF;
+
+    PERFORM runq._deliver_input(deliver_input.run_id, deliver_input.input, clock_timestamp());
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.deliver_input(bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.deliver_input(bigint, jsonb) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.deliver_input(bigint, jsonb) IS
+$c$Deliver the user's input to a waiting_for_user run: the input is stored, the run is queued again with its attempts reset, and the next claim hands the input over. Returns true.
+Raises RQ003 (no such run), RQ004 (the run is not waiting_for_user), 22023 (NULL input).$c$;
 
 COMMIT;

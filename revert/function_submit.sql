@@ -1,5 +1,5 @@
 -- Revert runq:function_submit from pg
--- (back to submit as v0.1.0 released it)
+-- (back to submit as v0.1.2 released it)
 -- requires: table_runs
 -- requires: index_runs_session_active
 -- requires: table_run_events
@@ -10,6 +10,9 @@
 -- requires: role_runq_admin
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Called by submitters. Routes a request, in one transaction, in this order:
 --   1. idempotency key seen before: same request hash -> the original run,
@@ -22,6 +25,10 @@ BEGIN;
 --   4. a new queued run, 'created'. The partial unique index is the arbiter:
 --      a concurrent submit that won the session makes this one RQ002.
 -- Raises 22023 for bad arguments, RQ001, RQ002. Notifies channel runq.
+--
+-- Reworked after v0.1.0, when runq.purge began to delete keys: a key deleted
+-- between the insert that met it and the read of it is taken again, instead
+-- of answering 'duplicate' with no run.
 CREATE OR REPLACE FUNCTION runq.submit(
     tenant_id        text,
     kind             text,
@@ -101,27 +108,33 @@ BEGIN
                                      submit.priority, submit.scheduled_for,
                                      submit.max_attempts, submit.recovery_policy,
                                      submit.queue_ttl);
-        INSERT INTO runq.idempotency_keys
-               (tenant_id, principal_id, idempotency_key, request_hash, created_at)
-        VALUES (submit.tenant_id, submit.principal_id, submit.idempotency_key, v_hash, v_now)
-        ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key DO NOTHING;
-        IF NOT FOUND THEN
+        -- A purge can delete the key, with its finished run, between the
+        -- insert that met it and the read below: the key is free then, so
+        -- this submit tries to take it again.
+        LOOP
+            INSERT INTO runq.idempotency_keys
+                   (tenant_id, principal_id, idempotency_key, request_hash, created_at)
+            VALUES (submit.tenant_id, submit.principal_id, submit.idempotency_key, v_hash, v_now)
+            ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key DO NOTHING;
+            EXIT WHEN FOUND;
             SELECT k.request_hash, k.run_id INTO v_key_hash, v_key_run
               FROM runq.idempotency_keys AS k
              WHERE k.tenant_id = submit.tenant_id
                AND k.idempotency_key = submit.idempotency_key
                AND (k.principal_id = submit.principal_id
                     OR (k.principal_id IS NULL AND submit.principal_id IS NULL));
-            IF v_key_hash <> v_hash THEN
-                RAISE EXCEPTION USING ERRCODE = 'RQ001',
-                    MESSAGE = format('idempotency key %L of tenant %s was used for another request',
-                                     submit.idempotency_key, submit.tenant_id),
-                    DETAIL = format('The key belongs to run %s.', v_key_run),
-                    HINT = 'Use a new key for a new request.';
+            IF FOUND THEN
+                IF v_key_hash <> v_hash THEN
+                    RAISE EXCEPTION USING ERRCODE = 'RQ001',
+                        MESSAGE = format('idempotency key %L of tenant %s was used for another request',
+                                         submit.idempotency_key, submit.tenant_id),
+                        DETAIL = format('The key belongs to run %s.', v_key_run),
+                        HINT = 'Use a new key for a new request.';
+                END IF;
+                RETURN QUERY SELECT v_key_run, 'duplicate'::text;
+                RETURN;
             END IF;
-            RETURN QUERY SELECT v_key_run, 'duplicate'::text;
-            RETURN;
-        END IF;
+        END LOOP;
     END IF;
 
     -- 2. and 3. The session's active run, if any.

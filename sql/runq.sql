@@ -1403,7 +1403,7 @@ Raises RQ001 (idempotency key reused for another request), RQ002 (the session ha
 
 COMMIT;
 
--- ==== deploy/function_deliver_input.sql ====
+-- ==== deploy/function_deliver_input@v0.1.2.sql ====
 
 -- Deploy runq:function_deliver_input to pg
 -- requires: function__deliver_input
@@ -1458,7 +1458,7 @@ Raises RQ003 (no such run), RQ004 (the run is not waiting_for_user), 22023 (NULL
 
 COMMIT;
 
--- ==== deploy/function_cancel.sql ====
+-- ==== deploy/function_cancel@v0.1.2.sql ====
 
 -- Deploy runq:function_cancel to pg
 -- requires: table_runs
@@ -1532,7 +1532,7 @@ Raises RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_get_run.sql ====
+-- ==== deploy/function_get_run@v0.1.2.sql ====
 
 -- Deploy runq:function_get_run to pg
 -- requires: table_runs
@@ -1580,7 +1580,7 @@ Raises RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_run_events.sql ====
+-- ==== deploy/function_run_events@v0.1.2.sql ====
 
 -- Deploy runq:function_run_events to pg
 -- requires: table_runs
@@ -2153,7 +2153,7 @@ Raises RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_begin_tool.sql ====
+-- ==== deploy/function_begin_tool@v0.1.2.sql ====
 
 -- Deploy runq:function_begin_tool to pg
 -- requires: table_runs
@@ -2332,7 +2332,7 @@ Raises RQ003 (no such run), RQ004 (the call is not in status started), 22023 (NU
 
 COMMIT;
 
--- ==== deploy/function_tool_calls.sql ====
+-- ==== deploy/function_tool_calls@v0.1.2.sql ====
 
 -- Deploy runq:function_tool_calls to pg
 -- requires: table_runs
@@ -2379,7 +2379,7 @@ Raises RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_sweep.sql ====
+-- ==== deploy/function_sweep@v0.1.2.sql ====
 
 -- Deploy runq:function_sweep to pg
 -- requires: table_runs
@@ -2470,7 +2470,7 @@ Raises 22023 (max_runs below 1).$c$;
 
 COMMIT;
 
--- ==== deploy/function_redrive.sql ====
+-- ==== deploy/function_redrive@v0.1.2.sql ====
 
 -- Deploy runq:function_redrive to pg
 -- requires: table_runs
@@ -2660,7 +2660,7 @@ COMMENT ON VIEW runq.queue_stats IS
 
 COMMIT;
 
--- ==== deploy/function_dead_letter.sql ====
+-- ==== deploy/function_dead_letter@v0.1.2.sql ====
 
 -- Deploy runq:function_dead_letter to pg
 -- requires: table_runs
@@ -3038,7 +3038,7 @@ Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767,
 
 COMMIT;
 
--- ==== deploy/function_submit.sql ====
+-- ==== deploy/function_submit@v0.1.2.sql ====
 
 -- Deploy runq:function_submit to pg
 -- requires: table_runs
@@ -3273,7 +3273,7 @@ Raises RQ001 (idempotency key reused for another request), RQ002 (the session ha
 
 COMMIT;
 
--- ==== deploy/function_purge.sql ====
+-- ==== deploy/function_purge@v0.1.2.sql ====
 
 -- Deploy runq:function_purge to pg
 -- requires: table_runs
@@ -3413,7 +3413,7 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_ready_kind_idx ON runq.runs (priori
 RESET statement_timeout;
 RESET lock_timeout;
 
--- ==== deploy/function_claim.sql ====
+-- ==== deploy/function_claim@v0.1.2.sql ====
 
 -- Deploy runq:function_claim to pg
 -- requires: table_runs
@@ -3743,5 +3743,1353 @@ REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
     'Internal: answers a worker write that its fence refused: RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+
+COMMIT;
+
+-- ==== deploy/argument_checks.sql ====
+
+-- Deploy runq:argument_checks to pg
+-- requires: schema_runq
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The argument rules, each defined once, for every function that takes such
+-- an argument. A check returns true or raises 22023 (invalid_parameter_value)
+-- naming the argument and the value it got, through runq._bad_argument, so
+-- every such error reads "<argument> must be <rule>, got <value>".
+--
+-- The checks are SQL functions with a SQL-standard body (RETURN): parsed once,
+-- here, so no search_path can change what they call at run time, and inlined
+-- by the planner into the calling expression, where they cost no call. That
+-- is why they are not PL/pgSQL with a pinned search_path, which costs a call
+-- and a configuration change per check (measured: about 5 us each, against
+-- nothing). claim runs them on the hot path.
+
+-- It only raises. It returns boolean so that a check reads `CASE WHEN rule
+-- THEN true ELSE runq._bad_argument(...) END`: CASE evaluates no branch it
+-- does not take, so a good value never reaches it. STABLE, not IMMUTABLE:
+-- the planner folds an immutable call whose arguments are all constants, and
+-- would raise while planning a branch it was never going to take. A check
+-- that calls it is STABLE too, so that the planner still inlines the check.
+--
+-- A check is true or raises; it is never false. So where a caller writes
+-- `check AND check`, no check can be skipped: the planner may skip an arm of
+-- AND only when another is false. Never AND a check with anything else.
+CREATE FUNCTION runq._bad_argument(argument text, expected text, got text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    STABLE
+    PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+        MESSAGE = format('%s must be %s, got %s', argument, expected, got);
+END
+$$;
+
+-- A name given by a client, within the bounds of the domain runq.identifier
+-- (whose check guards the columns, with 23514 and after the fact).
+CREATE FUNCTION runq._check_identifier(argument text, value text, optional boolean DEFAULT false)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN (optional AND value IS NULL)
+              OR length(value) BETWEEN 1 AND 256
+            THEN true
+            ELSE runq._bad_argument(argument,
+                                    CASE WHEN optional THEN 'NULL or 1 to 256 characters'
+                                         ELSE '1 to 256 characters' END,
+                                    quote_nullable(left(value, 100)))
+       END;
+
+-- How many things to take or try (max_runs, max_attempts): at least one.
+CREATE FUNCTION runq._check_count(argument text, value integer)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value >= 1
+            THEN true
+            ELSE runq._bad_argument(argument, 'at least 1', coalesce(value::text, 'NULL'))
+       END;
+
+-- A length of time (lease, queue_ttl, stale_after), NULL meaning the
+-- caller's default. The upper bound keeps now() + value finite.
+CREATE FUNCTION runq._check_duration(argument text, value interval)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value IS NULL
+              OR (value > interval '0' AND value < interval '1000 years')
+            THEN true
+            ELSE runq._bad_argument(argument, 'positive and under 1000 years', value::text)
+       END;
+
+-- A document the queue keeps and hands back (payload, tool args): an object,
+-- so that both sides can add keys to it later.
+CREATE FUNCTION runq._check_object(argument text, value jsonb)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN jsonb_typeof(value) = 'object'
+            THEN true
+            ELSE runq._bad_argument(argument, 'a jsonb object', coalesce(jsonb_typeof(value), 'NULL'))
+       END;
+
+-- One of a fixed set of words (recovery_policy, a tool call's idempotency).
+CREATE FUNCTION runq._check_choice(argument text, value text, choices text[])
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value = ANY (choices)
+            THEN true
+            ELSE runq._bad_argument(argument, 'one of ' || array_to_string(choices, ', '),
+                                    quote_nullable(left(value, 100)))
+       END;
+
+-- Only for a message, so not inlined (a subquery would stop the inlining of
+-- the check that calls it).
+CREATE FUNCTION runq._first_bad_class(value integer[])
+    RETURNS text
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN (SELECT coalesce(c::text, 'NULL') FROM unnest(value) AS c
+         WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1);
+
+-- Priority classes to claim from (claim's classes): a non-empty list of
+-- classes a run can have. The message names the first bad class, which may
+-- stand anywhere in a long list.
+CREATE FUNCTION runq._check_classes(argument text, value integer[])
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN cardinality(value) > 0 AND array_ndims(value) = 1
+                 AND 0 <= ALL (value) AND 32767 >= ALL (value)
+            THEN true
+            ELSE runq._bad_argument(argument,
+                                    'a non-empty one-dimensional array of classes between 0 and 32767',
+                                    coalesce(runq._first_bad_class(value), left(value::text, 100), 'NULL'))
+       END;
+
+-- Names to match (claim's kinds): NULL for any, else a non-empty list.
+CREATE FUNCTION runq._check_names(argument text, value text[])
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value IS NULL
+              OR (cardinality(value) > 0 AND array_ndims(value) = 1
+                  AND array_position(value, NULL) IS NULL)
+            THEN true
+            ELSE runq._bad_argument(argument,
+                                    'NULL or a non-empty one-dimensional array without NULLs',
+                                    left(value::text, 200))
+       END;
+
+-- A run looked up by id and not there: a NULL id is a bad argument, any
+-- other a missing run. Called after the lookup found nothing, so a good id
+-- costs nothing.
+CREATE FUNCTION runq._run_not_found(run_id bigint)
+    RETURNS void
+    LANGUAGE plpgsql
+    STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF run_id IS NULL THEN
+        PERFORM runq._bad_argument('run_id', 'given', 'NULL');
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'RQ003', MESSAGE = format('run %s not found', run_id);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._bad_argument(text, text, text), runq._check_identifier(text, text, boolean),
+    runq._check_count(text, integer), runq._check_duration(text, interval),
+    runq._check_object(text, jsonb), runq._check_choice(text, text, text[]),
+    runq._check_classes(text, integer[]), runq._first_bad_class(integer[]),
+    runq._check_names(text, text[]), runq._run_not_found(bigint) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._bad_argument(text, text, text) IS
+    'Internal: raises 22023 "<argument> must be <expected>, got <got>". Never returns.';
+COMMENT ON FUNCTION runq._check_identifier(text, text, boolean) IS
+    'Internal: true when value is a name of 1 to 256 characters (or NULL, when optional); else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._check_count(text, integer) IS
+    'Internal: true when value is at least 1; else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._check_duration(text, interval) IS
+    'Internal: true when value is NULL (the default) or positive and under 1000 years; else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._check_object(text, jsonb) IS
+    'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
+COMMENT ON FUNCTION runq._check_choice(text, text, text[]) IS
+    'Internal: true when value is one of choices; else raises 22023 naming argument, the choices and value.';
+COMMENT ON FUNCTION runq._check_classes(text, integer[]) IS
+    'Internal: true when value is a non-empty one-dimensional array of classes between 0 and 32767; else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._first_bad_class(integer[]) IS
+    'Internal: the first NULL or out-of-range class of value, as text, for a message; NULL when there is none.';
+COMMENT ON FUNCTION runq._check_names(text, text[]) IS
+    'Internal: true when value is NULL or a non-empty one-dimensional array without NULLs; else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._run_not_found(bigint) IS
+    'Internal: raises 22023 for a NULL run_id, else RQ003 (run not found). Never returns.';
+
+COMMIT;
+
+-- ==== deploy/function_claim.sql ====
+
+-- Deploy runq:function_claim to pg
+-- requires: table_runs
+-- requires: index_runs_ready
+-- requires: index_runs_ready_kind
+-- requires: table_run_events
+-- requires: function__checkpoint_state
+-- requires: function__inputs_after
+-- requires: table_settings
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers. One statement picks up to max_runs ready runs of the
+-- given classes (and, with kinds, of those kinds only), lowest class value
+-- first, then oldest (FOR UPDATE SKIP LOCKED: contending workers step over
+-- each other's rows instead of queueing on them), takes them with a new lease
+-- epoch and one more attempt, and logs run.claimed. A first claim has no
+-- checkpoint and no inputs, so it reads nothing else; a resumed run also reads
+-- its newest checkpoint (one key lookup) and the inputs delivered after it,
+-- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
+--
+-- Reworked after v0.1.2: the arguments are checked once each, by the
+-- shared checks of argument_checks, instead of by one expression and again
+-- by detailed checks. Same errors, same plan.
+CREATE OR REPLACE FUNCTION runq.claim(
+    classes    integer[],
+    worker_id  text     DEFAULT NULL,
+    lease      interval DEFAULT NULL,
+    max_runs   integer  DEFAULT 1,
+    kinds      text[]   DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text,
+                  kind text, priority integer, payload jsonb, attempt integer,
+                  checkpoint jsonb, inputs jsonb, resumed boolean,
+                  lease_expires_at timestamptz)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    -- Plan the claim once per session, not once per call: the generic plan
+    -- below is the right one for every argument (see the WHERE of claimed),
+    -- and planning this statement costs more than running it. Its estimated
+    -- cost (max_runs unknown) is past jit_above_cost; compiling it would take
+    -- a hundred times longer than running it.
+    SET plan_cache_mode = force_generic_plan
+    SET jit = off
+AS $$
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks); inlined, they cost what one expression costs.
+    IF runq._check_classes('classes', claim.classes)
+       AND runq._check_count('max_runs', claim.max_runs)
+       AND runq._check_duration('lease', claim.lease)
+       AND runq._check_names('kinds', claim.kinds) THEN
+    -- Two statements, not one with two branches: a claim of any kind (the hot
+    -- path) then plans and starts exactly what it did before kinds existed.
+    -- The shared tail (chosen, claimed, logged and the result) is written
+    -- twice for that reason; keep the two copies alike.
+    IF claim.kinds IS NULL THEN
+        -- Any kind: one walk of runs_ready_idx, the classes in order.
+        RETURN QUERY
+    WITH picked AS (
+        SELECT r.run_id
+          FROM runq.runs AS r
+         WHERE r.status = 'queued'
+           AND r.priority = ANY (claim.classes)
+           AND r.ready_at <= v_now
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT claim.max_runs
+           FOR UPDATE SKIP LOCKED
+    ), chosen AS (
+        -- The default lease is read inside this statement, not by one more,
+        -- and as a scalar: runq.settings is never analyzed, and a join to it
+        -- would be planned for hundreds of rows.
+        SELECT coalesce(claim.lease, (SELECT s.lease FROM runq.settings AS s)) AS lease
+    ), claimed AS (
+        UPDATE runq.runs AS r
+           SET status = 'running',
+               lease_epoch = r.lease_epoch + 1,
+               attempts = r.attempts + 1,
+               lease_owner = claim.worker_id,
+               lease = l.lease,
+               heartbeat_at = v_now,
+               lease_expires_at = v_now + l.lease,
+               updated_at = v_now
+          FROM chosen AS l
+         -- An array, not a join: with max_runs unknown to a generic plan, a
+         -- join to picked would be planned as a hash join over all of runs.
+         WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
+                  r.priority, r.payload, r.attempts, r.last_checkpoint,
+                  r.ready_at, r.lease_expires_at
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.claimed',
+               jsonb_build_object('worker_id', claim.worker_id, 'attempt', c.attempts),
+               v_now
+          FROM claimed AS c
+    )
+    -- A resumed run's checkpoint and inputs are read by VOLATILE functions, each
+    -- with a snapshot taken after this statement locked the run: this
+    -- statement's own snapshot may predate an input delivered (or a
+    -- checkpoint written) just before the row lock was taken.
+    SELECT c.run_id, c.lease_epoch::bigint, c.tenant_id::text, c.session_id::text,
+           c.kind::text, c.priority::integer, c.payload::jsonb, c.attempts::integer,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
+           c.lease_epoch > 1, c.lease_expires_at
+      FROM claimed AS c
+     ORDER BY c.priority, c.ready_at, c.run_id;
+    ELSE
+        RETURN QUERY
+    WITH picked AS (
+        -- These kinds only: the oldest max_runs of each (class, kind) from
+        -- runs_ready_kind_idx, then the oldest max_runs of those. A walk of
+        -- runs_ready_idx would read every queued run of other kinds ahead.
+        -- The runs a pair locked but the final LIMIT drops stay locked until
+        -- this claim commits: a concurrent claim steps over them, as over any
+        -- run another claim holds, and they keep their place.
+        SELECT p.run_id
+          FROM (SELECT DISTINCT c FROM unnest(claim.classes) AS c) AS cl (priority)
+         CROSS JOIN (SELECT DISTINCT k FROM unnest(claim.kinds) AS k) AS kd (kind)
+         CROSS JOIN LATERAL (
+                SELECT r.run_id, r.priority, r.ready_at
+                  FROM runq.runs AS r
+                 WHERE r.status = 'queued'
+                   AND r.priority = cl.priority
+                   AND r.kind = kd.kind
+                   AND r.ready_at <= v_now
+                 ORDER BY r.ready_at, r.run_id
+                 LIMIT claim.max_runs
+                   FOR UPDATE SKIP LOCKED) AS p
+         ORDER BY p.priority, p.ready_at, p.run_id
+         LIMIT claim.max_runs
+    ), chosen AS (
+        -- The default lease is read inside this statement, not by one more,
+        -- and as a scalar: runq.settings is never analyzed, and a join to it
+        -- would be planned for hundreds of rows.
+        SELECT coalesce(claim.lease, (SELECT s.lease FROM runq.settings AS s)) AS lease
+    ), claimed AS (
+        UPDATE runq.runs AS r
+           SET status = 'running',
+               lease_epoch = r.lease_epoch + 1,
+               attempts = r.attempts + 1,
+               lease_owner = claim.worker_id,
+               lease = l.lease,
+               heartbeat_at = v_now,
+               lease_expires_at = v_now + l.lease,
+               updated_at = v_now
+          FROM chosen AS l
+         -- An array, not a join: with max_runs unknown to a generic plan, a
+         -- join to picked would be planned as a hash join over all of runs.
+         WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
+                  r.priority, r.payload, r.attempts, r.last_checkpoint,
+                  r.ready_at, r.lease_expires_at
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.claimed',
+               jsonb_build_object('worker_id', claim.worker_id, 'attempt', c.attempts),
+               v_now
+          FROM claimed AS c
+    )
+    -- A resumed run's checkpoint and inputs are read by VOLATILE functions, each
+    -- with a snapshot taken after this statement locked the run: this
+    -- statement's own snapshot may predate an input delivered (or a
+    -- checkpoint written) just before the row lock was taken.
+    SELECT c.run_id, c.lease_epoch::bigint, c.tenant_id::text, c.session_id::text,
+           c.kind::text, c.priority::integer, c.payload::jsonb, c.attempts::integer,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
+           c.lease_epoch > 1, c.lease_expires_at
+      FROM claimed AS c
+     ORDER BY c.priority, c.ready_at, c.run_id;
+    END IF;
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) IS
+$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; runs skipped for their kind keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_submit.sql ====
+
+-- Deploy runq:function_submit to pg
+-- requires: table_runs
+-- requires: index_runs_session_active
+-- requires: table_run_events
+-- requires: table_idempotency_keys
+-- requires: function__request_hash
+-- requires: function__deliver_input
+-- requires: role_runq_client
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters. Routes a request, in one transaction, in this order:
+--   1. idempotency key seen before: same request hash -> the original run,
+--      'duplicate'; other hash -> RQ001. The key row is inserted first with
+--      ON CONFLICT DO NOTHING, so of two concurrent submits with one key the
+--      second waits for the first and then sees its outcome.
+--   2. the session's active run is waiting_for_user -> the payload is its
+--      input, 'input_delivered' (locks that run).
+--   3. the session's active run is queued or running -> RQ002.
+--   4. a new queued run, 'created'. The partial unique index is the arbiter:
+--      a concurrent submit that won the session makes this one RQ002.
+-- Raises 22023 for bad arguments, RQ001, RQ002. Notifies channel runq.
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks. Reworked after v0.1.0, when runq.purge began to delete
+-- keys: a key deleted between the insert that met it and the read of it is
+-- taken again, instead of answering 'duplicate' with no run.
+CREATE OR REPLACE FUNCTION runq.submit(
+    tenant_id        text,
+    kind             text,
+    payload          jsonb       DEFAULT '{}',
+    session_id       text        DEFAULT NULL,
+    priority         integer     DEFAULT 10,
+    idempotency_key  text        DEFAULT NULL,
+    principal_id     text        DEFAULT NULL,
+    scheduled_for    timestamptz DEFAULT NULL,
+    max_attempts     integer     DEFAULT 3,
+    recovery_policy  text        DEFAULT 'resume',
+    queue_ttl        interval    DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, outcome text)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now       timestamptz := clock_timestamp();
+    v_hash      bytea;
+    v_key_hash  bytea;
+    v_key_run   bigint;
+    v_active    bigint;
+    v_status    text;
+    v_run_id    bigint;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks), in the order of the arguments.
+    PERFORM runq._check_identifier('tenant_id', submit.tenant_id)
+        AND runq._check_identifier('kind', submit.kind)
+        AND runq._check_object('payload', submit.payload)
+        AND runq._check_identifier('session_id', submit.session_id, optional => true)
+        AND CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
+                 ELSE runq._bad_argument('priority', 'between 0 and 32767',
+                                         coalesce(submit.priority::text, 'NULL')) END
+        AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
+        -- A principal is the caller's own name for who asked; empty is allowed.
+        AND CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
+                 ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
+                                         quote_literal(left(submit.principal_id, 100))) END
+        AND CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
+                 ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
+                                         submit.scheduled_for::text) END
+        AND runq._check_count('max_attempts', submit.max_attempts)
+        AND runq._check_choice('recovery_policy', submit.recovery_policy,
+                               ARRAY['resume', 'fail', 'zero_work'])
+        AND runq._check_duration('queue_ttl', submit.queue_ttl);
+
+    -- 1. Idempotency.
+    IF submit.idempotency_key IS NOT NULL THEN
+        v_hash := runq._request_hash(submit.kind, submit.payload, submit.session_id,
+                                     submit.priority, submit.scheduled_for,
+                                     submit.max_attempts, submit.recovery_policy,
+                                     submit.queue_ttl);
+        -- A purge can delete the key, with its finished run, between the
+        -- insert that met it and the read below: the key is free then, so
+        -- this submit tries to take it again.
+        LOOP
+            INSERT INTO runq.idempotency_keys
+                   (tenant_id, principal_id, idempotency_key, request_hash, created_at)
+            VALUES (submit.tenant_id, submit.principal_id, submit.idempotency_key, v_hash, v_now)
+            ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key DO NOTHING;
+            EXIT WHEN FOUND;
+            SELECT k.request_hash, k.run_id INTO v_key_hash, v_key_run
+              FROM runq.idempotency_keys AS k
+             WHERE k.tenant_id = submit.tenant_id
+               AND k.idempotency_key = submit.idempotency_key
+               AND (k.principal_id = submit.principal_id
+                    OR (k.principal_id IS NULL AND submit.principal_id IS NULL));
+            IF FOUND THEN
+                IF v_key_hash <> v_hash THEN
+                    RAISE EXCEPTION USING ERRCODE = 'RQ001',
+                        MESSAGE = format('idempotency key %L of tenant %s was used for another request',
+                                         submit.idempotency_key, submit.tenant_id),
+                        DETAIL = format('The key belongs to run %s.', v_key_run),
+                        HINT = 'Use a new key for a new request.';
+                END IF;
+                RETURN QUERY SELECT v_key_run, 'duplicate'::text;
+                RETURN;
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- 2. and 3. The session's active run, if any.
+    IF submit.session_id IS NOT NULL THEN
+        SELECT r.run_id, r.status::text INTO v_active, v_status
+          FROM runq.runs AS r
+         WHERE r.tenant_id = submit.tenant_id
+           AND r.session_id = submit.session_id
+           AND r.status IN ('queued', 'running', 'waiting_for_user')
+           FOR UPDATE;
+        IF v_status = 'waiting_for_user' THEN
+            PERFORM runq._deliver_input(v_active, submit.payload, v_now);
+            v_run_id := v_active;
+            outcome := 'input_delivered';
+        ELSIF v_status IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('session %s of tenant %s already has active run %s',
+                                 submit.session_id, submit.tenant_id, v_active),
+                DETAIL = format('Run %s is %s.', v_active, v_status),
+                HINT = 'Wait for it to finish, or cancel it.';
+        END IF;
+    END IF;
+
+    -- 4. A new run.
+    IF v_run_id IS NULL THEN
+        WITH created AS (
+            INSERT INTO runq.runs AS r
+                   (created_at, updated_at, scheduled_for, expires_at, queue_ttl,
+                    max_attempts, priority, recovery_policy, tenant_id, session_id,
+                    kind, principal_id, payload)
+            VALUES (v_now, v_now, submit.scheduled_for, v_now + submit.queue_ttl,
+                    submit.queue_ttl, submit.max_attempts, submit.priority,
+                    submit.recovery_policy, submit.tenant_id, submit.session_id,
+                    submit.kind, submit.principal_id, submit.payload)
+            ON CONFLICT (tenant_id, session_id)
+               WHERE status IN ('queued', 'running', 'waiting_for_user')
+                 AND session_id IS NOT NULL
+               DO NOTHING
+            RETURNING r.run_id
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, 0, 'run.created',
+               jsonb_strip_nulls(jsonb_build_object(
+                   'kind', submit.kind, 'priority', submit.priority,
+                   'session_id', submit.session_id,
+                   'idempotency_key', submit.idempotency_key,
+                   'scheduled_for', submit.scheduled_for)),
+               v_now
+          FROM created AS c
+        RETURNING run_events.run_id INTO v_run_id;
+
+        IF v_run_id IS NULL THEN
+            -- Another transaction took the session between our look and our insert.
+            SELECT r.run_id INTO v_active
+              FROM runq.runs AS r
+             WHERE r.tenant_id = submit.tenant_id
+               AND r.session_id = submit.session_id
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('session %s of tenant %s already has active run %s',
+                                 submit.session_id, submit.tenant_id, v_active),
+                DETAIL = format('Run %s was created by a concurrent submit.', v_active),
+                HINT = 'Wait for it to finish, or cancel it.';
+        END IF;
+        outcome := 'created';
+        IF submit.scheduled_for IS NULL OR submit.scheduled_for <= v_now THEN
+            PERFORM pg_notify('runq', '');
+        END IF;
+    END IF;
+
+    IF submit.idempotency_key IS NOT NULL THEN
+        UPDATE runq.idempotency_keys AS k
+           SET run_id = v_run_id
+         WHERE k.tenant_id = submit.tenant_id
+           AND k.idempotency_key = submit.idempotency_key
+           AND (k.principal_id = submit.principal_id
+                OR (k.principal_id IS NULL AND submit.principal_id IS NULL));
+    END IF;
+
+    run_id := v_run_id;
+    RETURN NEXT;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval)
+    TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval) IS
+$c$Submit a run, or route the request to the session's waiting run.
+Returns (run_id, outcome): outcome is created, duplicate (same idempotency key and request: the original run, nothing changed) or input_delivered (the session's waiting_for_user run got payload as input and is queued again).
+priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired.
+Identifiers (tenant_id, kind, session_id, idempotency_key, principal_id) are at most 256 characters.
+Raises RQ001 (idempotency key reused for another request), RQ002 (the session has a queued or running run), 22023 (bad argument).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_begin_tool.sql ====
+
+-- Deploy runq:function_begin_tool to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_tool_calls
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers before a tool executes, with the tool's declared
+-- idempotency class, which decides what a dead lease makes of the call
+-- (runq._resolve_tool_calls). Locks the run with the fenced update first, so
+-- a sweep cannot resolve calls between the fence and the insert. A call_id
+-- may begin again after it became retryable or uncertain (a new attempt), or
+-- repeat under the same epoch (a client retry); a finished call may not.
+-- Raises 22023 (bad arguments), RQ003, RQ004 (call already finished or
+-- started by another epoch); false when fenced or cancelled.
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.begin_tool(
+    run_id       bigint,
+    epoch        bigint,
+    call_id      text,
+    tool         text,
+    idempotency  text,
+    args         jsonb DEFAULT '{}')
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_identifier('call_id', begin_tool.call_id)
+        AND runq._check_identifier('tool', begin_tool.tool)
+        AND runq._check_choice('idempotency', begin_tool.idempotency,
+                               ARRAY['read_only', 'idempotent', 'non_idempotent'])
+        AND runq._check_object('args', begin_tool.args);
+
+    UPDATE runq.runs AS r
+       SET tools_begun = r.tools_begun + 1, updated_at = v_now
+     WHERE r.run_id = begin_tool.run_id
+       AND r.status = 'running' AND r.lease_epoch = begin_tool.epoch  -- fence
+       AND NOT r.cancel_requested;
+    IF NOT FOUND THEN
+        RETURN runq._refuse(begin_tool.run_id, begin_tool.epoch, 'begin_tool', true);
+    END IF;
+
+    INSERT INTO runq.tool_calls AS t
+           (run_id, call_id, epoch, started_at, tool, idempotency, args)
+    VALUES (begin_tool.run_id, begin_tool.call_id, begin_tool.epoch, v_now,
+            begin_tool.tool, begin_tool.idempotency, begin_tool.args)
+    ON CONFLICT ON CONSTRAINT tool_calls_pkey DO UPDATE
+       SET epoch = excluded.epoch, started_at = excluded.started_at,
+           finished_at = NULL, tool = excluded.tool,
+           idempotency = excluded.idempotency, status = 'started',
+           args = excluded.args, outcome = NULL
+     WHERE t.status IN ('retryable', 'uncertain')
+        OR (t.status = 'started' AND t.epoch = excluded.epoch)
+    RETURNING t.status::text INTO v_status;
+    IF NOT FOUND THEN
+        SELECT t.status::text INTO v_status
+          FROM runq.tool_calls AS t
+         WHERE t.run_id = begin_tool.run_id AND t.call_id = begin_tool.call_id;
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('tool call %s of run %s is already %s',
+                             begin_tool.call_id, begin_tool.run_id, v_status),
+            HINT = 'Use a new call_id for a new invocation.';
+    END IF;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (begin_tool.run_id, begin_tool.epoch, 'run.tool_started',
+            jsonb_build_object('call_id', begin_tool.call_id, 'tool', begin_tool.tool,
+                               'idempotency', begin_tool.idempotency),
+            v_now);
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) IS
+$c$Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool's class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+Raises RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch), 22023 (bad argument).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_sweep.sql ====
+
+-- Deploy runq:function_sweep to pg
+-- requires: table_runs
+-- requires: index_runs_held
+-- requires: index_runs_queue_expiry
+-- requires: function__expire_leases
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called on a timer by worker pools and operators, from any number of
+-- processes at once: every pick is FOR UPDATE SKIP LOCKED, so concurrent
+-- sweepers split the work and a run is decided once. Up to max_runs runs in
+-- all: first running runs whose lease has expired (oldest expiry first,
+-- through runq._expire_leases), then queued runs past their queue_ttl.
+-- Raises 22023 (max_runs below 1).
+--
+-- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
+    RETURNS TABLE(run_id bigint, action text)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_expired  bigint[];
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_count('max_runs', sweep.max_runs);
+
+    SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
+      FROM (SELECT r.run_id
+              FROM runq.runs AS r
+             WHERE r.status = 'running'
+               AND r.lease_expires_at < v_now
+             ORDER BY r.lease_expires_at, r.run_id
+             LIMIT sweep.max_runs
+               FOR UPDATE SKIP LOCKED) AS x;
+
+    IF cardinality(v_expired) > 0 THEN
+        RETURN QUERY SELECT e.run_id, e.action
+                       FROM runq._expire_leases(v_expired, false, v_now) AS e;
+    END IF;
+
+    IF cardinality(v_expired) < sweep.max_runs THEN
+        RETURN QUERY
+        WITH overdue AS (
+            SELECT r.run_id
+              FROM runq.runs AS r
+             WHERE r.status = 'queued'
+               AND r.expires_at <= v_now
+               -- a run requeued just above is decided for this sweep
+               AND r.run_id <> ALL (v_expired)
+             ORDER BY r.expires_at, r.run_id
+             LIMIT sweep.max_runs - cardinality(v_expired)
+               FOR UPDATE SKIP LOCKED
+        ), expired AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed',
+                   failure = jsonb_build_object(
+                       'code', 'queue_ttl_expired',
+                       'message', format('queued longer than its queue_ttl of %s', r.queue_ttl),
+                       'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
+                   finished_at = v_now, updated_at = v_now
+             -- an array, not a join, so no plan can hash all of runs
+             WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
+            RETURNING r.run_id, r.lease_epoch, r.failure
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
+              FROM expired AS x
+        )
+        SELECT x.run_id, 'expired'::text FROM expired AS x ORDER BY x.run_id;
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.sweep(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.sweep(integer) IS
+$c$Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
+Raises 22023 (max_runs below 1).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_dead_letter.sql ====
+
+-- Deploy runq:function_dead_letter to pg
+-- requires: table_runs
+-- requires: index_runs_dead_letter
+-- requires: type_run_info
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators (runq failed). Reads only failed runs, through the
+-- partial runs_dead_letter_idx, newest failure first.
+-- Raises 22023 (max_runs below 1).
+--
+-- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
+    RETURNS SETOF runq.run_info
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_count('max_runs', dead_letter.max_runs);
+    RETURN QUERY
+        SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+               r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+               r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
+          FROM runq.runs AS r
+         WHERE r.status = 'failed'
+         ORDER BY r.finished_at DESC, r.run_id DESC
+         LIMIT dead_letter.max_runs;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.dead_letter(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.dead_letter(integer) TO runq_admin;
+
+COMMENT ON FUNCTION runq.dead_letter(integer) IS
+$c$The dead letter: up to max_runs failed runs, newest failure first, with the columns of runq.get_run (failure says why). runq.redrive takes one back out.
+Raises 22023 (max_runs below 1).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_purge.sql ====
+
+-- Deploy runq:function_purge to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_checkpoints
+-- requires: table_inputs
+-- requires: table_tool_calls
+-- requires: table_idempotency_keys
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: function_submit
+-- requires: index_run_events_fenced
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators, on a timer, to keep runs from growing without end: runq
+-- itself never deletes a run. One statement deletes a batch of old finished
+-- runs with everything that hangs off them; callers repeat until it returns
+-- fewer than max_runs, so no call holds locks or bloats WAL for long.
+--
+-- Candidates are walked in run_id order through runs_pkey, not through an
+-- index on finished_at: such an index would cost every complete an index
+-- write, and old runs are the low run_ids anyway. The price: a call that
+-- finds fewer than max_runs has walked every run it keeps. Rows are taken
+-- FOR UPDATE SKIP LOCKED, so purges on several sessions split the work, and a
+-- failed run being redriven is left alone. The children go first in the same
+-- statement: the foreign keys into runs are NO ACTION, checked at its end.
+--
+-- Two paths can meet a run while it is purged. A submit repeating its
+-- idempotency key: submit was reworked with this change to take a purged key
+-- again. A stale worker's write, which logs run.fenced: run_events has no
+-- foreign key (a hot-path cost), so such an event can commit after its run
+-- is gone; each purge also deletes those orphans, found through the small
+-- run_events_fenced_key, rather than make the fenced path lock the run.
+-- Raises 22023 for bad arguments.
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.purge(
+    older_than     interval,
+    max_runs       integer DEFAULT 1000,
+    include_failed boolean DEFAULT false)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_purged bigint;
+    v_cutoff timestamptz;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    -- older_than may be 0 (everything finished so far), unlike a duration.
+    PERFORM CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
+                 THEN true
+                 ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
+                                         coalesce(purge.older_than::text, 'NULL')) END
+        AND runq._check_count('max_runs', purge.max_runs)
+        AND CASE WHEN purge.include_failed IS NOT NULL THEN true
+                 ELSE runq._bad_argument('include_failed', 'true or false', 'NULL') END;
+    v_cutoff := clock_timestamp() - purge.older_than;
+
+    WITH doomed AS (
+        SELECT r.run_id
+          FROM runq.runs AS r
+         WHERE (r.status IN ('succeeded', 'cancelled')
+                OR purge.include_failed AND r.status = 'failed')
+           AND r.finished_at < v_cutoff
+         ORDER BY r.run_id
+         LIMIT purge.max_runs
+           FOR UPDATE SKIP LOCKED
+    ), events AS (
+        -- = ANY of an array, not a join: a join to the batch would be
+        -- planned as a hash join over the whole event log.
+        DELETE FROM runq.run_events AS e WHERE e.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), checkpoints AS (
+        DELETE FROM runq.checkpoints AS c WHERE c.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), inputs AS (
+        DELETE FROM runq.inputs AS i WHERE i.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), tool_calls AS (
+        DELETE FROM runq.tool_calls AS t WHERE t.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), idempotency_keys AS (
+        DELETE FROM runq.idempotency_keys AS k
+         WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), orphans AS (
+        DELETE FROM runq.run_events AS e
+         WHERE e.type = 'run.fenced'
+           AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = e.run_id)
+    ), runs AS (
+        DELETE FROM runq.runs AS r WHERE r.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+        RETURNING r.run_id
+    )
+    SELECT count(*) INTO v_purged FROM runs;
+    RETURN v_purged;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
+
+COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1, NULL include_failed).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_cancel.sql ====
+
+-- Deploy runq:function_cancel to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: role_runq_client
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters and operators. Locks the run. A queued or waiting run
+-- is cancelled at once; a running one gets the durable cancel flag, which the
+-- worker's next heartbeat (or other fenced write) turns into 'cancelled' — the
+-- queue cannot interrupt a worker on another machine. Raises RQ003.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+CREATE OR REPLACE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL)
+    RETURNS text
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_flagged boolean;
+    v_epoch   bigint;
+BEGIN
+    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint
+      INTO v_status, v_flagged, v_epoch
+      FROM runq.runs AS r
+     WHERE r.run_id = cancel.run_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(cancel.run_id);
+    END IF;
+
+    IF v_status IN ('queued', 'waiting_for_user') THEN
+        UPDATE runq.runs AS r
+           SET status = 'cancelled', question = NULL, finished_at = v_now, updated_at = v_now
+         WHERE r.run_id = cancel.run_id;
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        VALUES (cancel.run_id, v_epoch, 'run.cancelled',
+                jsonb_strip_nulls(jsonb_build_object('reason', cancel.reason,
+                                                     'previous_status', v_status)),
+                v_now);
+        RETURN 'cancelled';
+    ELSIF v_status = 'running' THEN
+        IF NOT v_flagged THEN
+            UPDATE runq.runs AS r
+               SET cancel_requested = true, updated_at = v_now
+             WHERE r.run_id = cancel.run_id;
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            VALUES (cancel.run_id, v_epoch, 'run.cancel_requested',
+                    jsonb_strip_nulls(jsonb_build_object('reason', cancel.reason)), v_now);
+        END IF;
+        RETURN 'cancel_requested';
+    END IF;
+    RETURN 'already_terminal';
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.cancel(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.cancel(bigint, text) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.cancel(bigint, text) IS
+$c$Cancel a run. Returns cancelled (it was queued or waiting_for_user), cancel_requested (it is running: the worker's next heartbeat returns false and the run becomes cancelled then) or already_terminal (nothing changed).
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_get_run.sql ====
+
+-- Deploy runq:function_get_run to pg
+-- requires: table_runs
+-- requires: type_run_info
+-- requires: role_runq_client
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters and operators; reads one row. Raises RQ003.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+CREATE OR REPLACE FUNCTION runq.get_run(run_id bigint)
+    RETURNS runq.run_info
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_run runq.run_info;
+BEGIN
+    SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+           r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+           r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+           r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
+      INTO v_run
+      FROM runq.runs AS r
+     WHERE r.run_id = get_run.run_id;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(get_run.run_id);
+    END IF;
+    RETURN v_run;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.get_run(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.get_run(bigint) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.get_run(bigint) IS
+$c$One run: run_id, tenant_id, session_id, kind, status, priority, attempts, max_attempts, scheduled_for, lease_epoch, cancel_requested, result, failure, question, created_at, updated_at, finished_at (use SELECT * FROM runq.get_run(id)).
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_run_events.sql ====
+
+-- Deploy runq:function_run_events to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: type_run_event
+-- requires: role_runq_client
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters and operators; reads a run's event log. Raises RQ003.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+CREATE OR REPLACE FUNCTION runq.run_events(run_id bigint)
+    RETURNS SETOF runq.run_event
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM FROM runq.runs AS r WHERE r.run_id = run_events.run_id;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(run_events.run_id);
+    END IF;
+    RETURN QUERY
+        SELECT e.event_id, e.epoch::bigint, e.type::text, e.payload::jsonb, e.created_at
+          FROM runq.run_events AS e
+         WHERE e.run_id = run_events.run_id
+         ORDER BY e.event_id;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.run_events(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.run_events(bigint) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.run_events(bigint) IS
+$c$A run's events in order: event_id, epoch, type, payload, created_at. Every transition appends one in its own transaction; heartbeats append none.
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_tool_calls.sql ====
+
+-- Deploy runq:function_tool_calls to pg
+-- requires: table_runs
+-- requires: table_tool_calls
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers resuming a run (which calls are retryable, which are
+-- uncertain) and by operators. Reads only. Raises RQ003.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+CREATE OR REPLACE FUNCTION runq.tool_calls(run_id bigint)
+    RETURNS TABLE(call_id text, tool text, idempotency text, status text, epoch bigint,
+                  args jsonb, outcome jsonb, started_at timestamptz, finished_at timestamptz)
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM FROM runq.runs AS r WHERE r.run_id = tool_calls.run_id;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(tool_calls.run_id);
+    END IF;
+    RETURN QUERY
+        SELECT t.call_id::text, t.tool::text, t.idempotency::text, t.status::text,
+               t.epoch::bigint, t.args::jsonb, t.outcome, t.started_at, t.finished_at
+          FROM runq.tool_calls AS t
+         WHERE t.run_id = tool_calls.run_id
+         ORDER BY t.started_at, t.call_id;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.tool_calls(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.tool_calls(bigint) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.tool_calls(bigint) IS
+$c$A run's tool calls in the order they began: call_id, tool, idempotency, status (started, finished, retryable or uncertain), epoch, args, outcome, started_at, finished_at. An uncertain call is a non_idempotent call whose lease died before end_tool: report it to the model as an unknown outcome, never as a failure.
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_redrive.sql ====
+
+-- Deploy runq:function_redrive to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: index_runs_session_active
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators to take a run out of the dead letter. Locks the run.
+-- The session rule still holds: the partial unique index refuses the requeue
+-- when the session has another active run, and that becomes RQ002.
+-- Raises RQ002, RQ003, RQ004 (not failed).
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_status   text;
+    v_tenant   text;
+    v_session  text;
+    v_failure  jsonb;
+    v_active   bigint;
+BEGIN
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
+      INTO v_status, v_tenant, v_session, v_failure
+      FROM runq.runs AS r
+     WHERE r.run_id = redrive.run_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(redrive.run_id);
+    ELSIF v_status <> 'failed' THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
+            HINT = 'Only a run in the dead letter can be redriven.';
+    END IF;
+
+    BEGIN
+        UPDATE runq.runs AS r
+           SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
+               scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
+               -- a fresh queue_ttl window, or a run that expired would expire again
+               expires_at = v_now + r.queue_ttl
+         WHERE r.run_id = redrive.run_id;
+    EXCEPTION WHEN unique_violation THEN
+        SELECT r.run_id INTO v_active
+          FROM runq.runs AS r
+         WHERE r.tenant_id = v_tenant AND r.session_id = v_session
+           AND r.status IN ('queued', 'running', 'waiting_for_user');
+        RAISE EXCEPTION USING ERRCODE = 'RQ002',
+            MESSAGE = format('session %s of tenant %s already has active run %s',
+                             v_session, v_tenant, v_active),
+            DETAIL = format('Run %s holds the session''s one active slot.', v_active),
+            HINT = 'Redrive once that run has finished.';
+    END;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT r.run_id, r.lease_epoch, 'run.redriven',
+           jsonb_strip_nulls(jsonb_build_object('reason', redrive.reason,
+                                                'previous_failure', v_failure)),
+           v_now
+      FROM runq.runs AS r
+     WHERE r.run_id = redrive.run_id;
+    PERFORM pg_notify('runq', '');
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
+
+COMMENT ON FUNCTION runq.redrive(bigint, text) IS
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_deliver_input.sql ====
+
+-- Deploy runq:function_deliver_input to pg
+-- requires: function__deliver_input
+-- requires: role_runq_client
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters answering a run's question. Locks the run. Raises
+-- 22023 (NULL input), RQ003 (no such run), RQ004 (not waiting_for_user).
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+CREATE OR REPLACE FUNCTION runq.deliver_input(run_id bigint, input jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_status text;
+BEGIN
+    IF deliver_input.input IS NULL THEN
+        PERFORM runq._bad_argument('input', 'given', 'NULL');
+    END IF;
+
+    SELECT r.status::text INTO v_status
+      FROM runq.runs AS r
+     WHERE r.run_id = deliver_input.run_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(deliver_input.run_id);
+    ELSIF v_status <> 'waiting_for_user' THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('run %s is %s, not waiting_for_user', deliver_input.run_id, v_status),
+            HINT = 'Only a run waiting for the user takes input.';
+    END IF;
+
+    PERFORM runq._deliver_input(deliver_input.run_id, deliver_input.input, clock_timestamp());
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.deliver_input(bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.deliver_input(bigint, jsonb) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.deliver_input(bigint, jsonb) IS
+$c$Deliver the user's input to a waiting_for_user run: the input is stored, the run is queued again with its attempts reset, and the next claim hands the input over. Returns true.
+Raises RQ003 (no such run), RQ004 (the run is not waiting_for_user), 22023 (NULL run_id or input).$c$;
 
 COMMIT;

@@ -21,4 +21,11 @@ BEGIN
                           AND p.oid <> f);
 END $$;
 
+-- This version checks its arguments with the shared checks of argument_checks.
+DO $$
+BEGIN
+    ASSERT (SELECT p.prosrc LIKE '%runq._check_classes(%' FROM pg_catalog.pg_proc AS p
+             WHERE p.oid = 'runq.claim(integer[], text, interval, integer, text[])'::regprocedure);
+END $$;
+
 ROLLBACK;

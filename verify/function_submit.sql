@@ -18,4 +18,11 @@ BEGIN
     ASSERT (SELECT p.prosrc LIKE '%EXIT WHEN FOUND%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
 END $$;
 
+-- This version checks its arguments with the shared checks of argument_checks.
+DO $$
+BEGIN
+    ASSERT (SELECT p.prosrc LIKE '%runq._check_identifier(%' FROM pg_catalog.pg_proc AS p
+             WHERE p.oid = 'runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval)'::regprocedure);
+END $$;
+
 ROLLBACK;

@@ -238,7 +238,7 @@ SELECT matches(:'e_conflict'::text, '^RQ001 ', 'the same key with another payloa
 SELECT matches(:'e_busy'::text, '^RQ002 ', 'a second run in the busy session is RQ002');
 SELECT is(:'e_array'::text, '22023 payload must be a jsonb object, got array',
           'an array payload is 22023 (pg_catalog.jsonb_typeof), named in the message');
-SELECT is(:'e_policy'::text, '22023 recovery_policy must be resume, fail or zero_work, got ''bogus''',
+SELECT is(:'e_policy'::text, '22023 recovery_policy must be one of resume, fail, zero_work, got ''bogus''',
           'an unknown policy is 22023, its message made by pg_catalog.format');
 SELECT matches(:'e_classes'::text, '^22023 classes must be a non-empty', 'empty classes are 22023');
 SELECT is(:'e_missing'::text, 'RQ003 run -4000 not found', 'an unknown run is RQ003');

@@ -1,0 +1,193 @@
+-- Deploy runq:argument_checks to pg
+-- requires: schema_runq
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The argument rules, each defined once, for every function that takes such
+-- an argument. A check returns true or raises 22023 (invalid_parameter_value)
+-- naming the argument and the value it got, through runq._bad_argument, so
+-- every such error reads "<argument> must be <rule>, got <value>".
+--
+-- The checks are SQL functions with a SQL-standard body (RETURN): parsed once,
+-- here, so no search_path can change what they call at run time, and inlined
+-- by the planner into the calling expression, where they cost no call. That
+-- is why they are not PL/pgSQL with a pinned search_path, which costs a call
+-- and a configuration change per check (measured: about 5 us each, against
+-- nothing). claim runs them on the hot path.
+
+-- It only raises. It returns boolean so that a check reads `CASE WHEN rule
+-- THEN true ELSE runq._bad_argument(...) END`: CASE evaluates no branch it
+-- does not take, so a good value never reaches it. STABLE, not IMMUTABLE:
+-- the planner folds an immutable call whose arguments are all constants, and
+-- would raise while planning a branch it was never going to take. A check
+-- that calls it is STABLE too, so that the planner still inlines the check.
+--
+-- A check is true or raises; it is never false. So where a caller writes
+-- `check AND check`, no check can be skipped: the planner may skip an arm of
+-- AND only when another is false. Never AND a check with anything else.
+CREATE FUNCTION runq._bad_argument(argument text, expected text, got text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    STABLE
+    PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+        MESSAGE = format('%s must be %s, got %s', argument, expected, got);
+END
+$$;
+
+-- A name given by a client, within the bounds of the domain runq.identifier
+-- (whose check guards the columns, with 23514 and after the fact).
+CREATE FUNCTION runq._check_identifier(argument text, value text, optional boolean DEFAULT false)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN (optional AND value IS NULL)
+              OR length(value) BETWEEN 1 AND 256
+            THEN true
+            ELSE runq._bad_argument(argument,
+                                    CASE WHEN optional THEN 'NULL or 1 to 256 characters'
+                                         ELSE '1 to 256 characters' END,
+                                    quote_nullable(left(value, 100)))
+       END;
+
+-- How many things to take or try (max_runs, max_attempts): at least one.
+CREATE FUNCTION runq._check_count(argument text, value integer)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value >= 1
+            THEN true
+            ELSE runq._bad_argument(argument, 'at least 1', coalesce(value::text, 'NULL'))
+       END;
+
+-- A length of time (lease, queue_ttl, stale_after), NULL meaning the
+-- caller's default. The upper bound keeps now() + value finite.
+CREATE FUNCTION runq._check_duration(argument text, value interval)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value IS NULL
+              OR (value > interval '0' AND value < interval '1000 years')
+            THEN true
+            ELSE runq._bad_argument(argument, 'positive and under 1000 years', value::text)
+       END;
+
+-- A document the queue keeps and hands back (payload, tool args): an object,
+-- so that both sides can add keys to it later.
+CREATE FUNCTION runq._check_object(argument text, value jsonb)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN jsonb_typeof(value) = 'object'
+            THEN true
+            ELSE runq._bad_argument(argument, 'a jsonb object', coalesce(jsonb_typeof(value), 'NULL'))
+       END;
+
+-- One of a fixed set of words (recovery_policy, a tool call's idempotency).
+CREATE FUNCTION runq._check_choice(argument text, value text, choices text[])
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value = ANY (choices)
+            THEN true
+            ELSE runq._bad_argument(argument, 'one of ' || array_to_string(choices, ', '),
+                                    quote_nullable(left(value, 100)))
+       END;
+
+-- Only for a message, so not inlined (a subquery would stop the inlining of
+-- the check that calls it).
+CREATE FUNCTION runq._first_bad_class(value integer[])
+    RETURNS text
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN (SELECT coalesce(c::text, 'NULL') FROM unnest(value) AS c
+         WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1);
+
+-- Priority classes to claim from (claim's classes): a non-empty list of
+-- classes a run can have. The message names the first bad class, which may
+-- stand anywhere in a long list.
+CREATE FUNCTION runq._check_classes(argument text, value integer[])
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN cardinality(value) > 0 AND array_ndims(value) = 1
+                 AND 0 <= ALL (value) AND 32767 >= ALL (value)
+            THEN true
+            ELSE runq._bad_argument(argument,
+                                    'a non-empty one-dimensional array of classes between 0 and 32767',
+                                    coalesce(runq._first_bad_class(value), left(value::text, 100), 'NULL'))
+       END;
+
+-- Names to match (claim's kinds): NULL for any, else a non-empty list.
+CREATE FUNCTION runq._check_names(argument text, value text[])
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value IS NULL
+              OR (cardinality(value) > 0 AND array_ndims(value) = 1
+                  AND array_position(value, NULL) IS NULL)
+            THEN true
+            ELSE runq._bad_argument(argument,
+                                    'NULL or a non-empty one-dimensional array without NULLs',
+                                    left(value::text, 200))
+       END;
+
+-- A run looked up by id and not there: a NULL id is a bad argument, any
+-- other a missing run. Called after the lookup found nothing, so a good id
+-- costs nothing.
+CREATE FUNCTION runq._run_not_found(run_id bigint)
+    RETURNS void
+    LANGUAGE plpgsql
+    STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF run_id IS NULL THEN
+        PERFORM runq._bad_argument('run_id', 'given', 'NULL');
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'RQ003', MESSAGE = format('run %s not found', run_id);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._bad_argument(text, text, text), runq._check_identifier(text, text, boolean),
+    runq._check_count(text, integer), runq._check_duration(text, interval),
+    runq._check_object(text, jsonb), runq._check_choice(text, text, text[]),
+    runq._check_classes(text, integer[]), runq._first_bad_class(integer[]),
+    runq._check_names(text, text[]), runq._run_not_found(bigint) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._bad_argument(text, text, text) IS
+    'Internal: raises 22023 "<argument> must be <expected>, got <got>". Never returns.';
+COMMENT ON FUNCTION runq._check_identifier(text, text, boolean) IS
+    'Internal: true when value is a name of 1 to 256 characters (or NULL, when optional); else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._check_count(text, integer) IS
+    'Internal: true when value is at least 1; else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._check_duration(text, interval) IS
+    'Internal: true when value is NULL (the default) or positive and under 1000 years; else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._check_object(text, jsonb) IS
+    'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
+COMMENT ON FUNCTION runq._check_choice(text, text, text[]) IS
+    'Internal: true when value is one of choices; else raises 22023 naming argument, the choices and value.';
+COMMENT ON FUNCTION runq._check_classes(text, integer[]) IS
+    'Internal: true when value is a non-empty one-dimensional array of classes between 0 and 32767; else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._first_bad_class(integer[]) IS
+    'Internal: the first NULL or out-of-range class of value, as text, for a message; NULL when there is none.';
+COMMENT ON FUNCTION runq._check_names(text, text[]) IS
+    'Internal: true when value is NULL or a non-empty one-dimensional array without NULLs; else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._run_not_found(bigint) IS
+    'Internal: raises 22023 for a NULL run_id, else RQ003 (run not found). Never returns.';
+
+COMMIT;

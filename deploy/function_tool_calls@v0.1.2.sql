@@ -1,0 +1,44 @@
+-- Deploy runq:function_tool_calls to pg
+-- requires: table_runs
+-- requires: table_tool_calls
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+-- Called by workers resuming a run (which calls are retryable, which are
+-- uncertain) and by operators. Reads only. Raises RQ003.
+CREATE FUNCTION runq.tool_calls(run_id bigint)
+    RETURNS TABLE(call_id text, tool text, idempotency text, status text, epoch bigint,
+                  args jsonb, outcome jsonb, started_at timestamptz, finished_at timestamptz)
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF tool_calls.run_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
+    END IF;
+    PERFORM FROM runq.runs AS r WHERE r.run_id = tool_calls.run_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ003',
+            MESSAGE = format('run %s not found', tool_calls.run_id);
+    END IF;
+    RETURN QUERY
+        SELECT t.call_id::text, t.tool::text, t.idempotency::text, t.status::text,
+               t.epoch::bigint, t.args::jsonb, t.outcome, t.started_at, t.finished_at
+          FROM runq.tool_calls AS t
+         WHERE t.run_id = tool_calls.run_id
+         ORDER BY t.started_at, t.call_id;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.tool_calls(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.tool_calls(bigint) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.tool_calls(bigint) IS
+$c$A run's tool calls in the order they began: call_id, tool, idempotency, status (started, finished, retryable or uncertain), epoch, args, outcome, started_at, finished_at. An uncertain call is a non_idempotent call whose lease died before end_tool: report it to the model as an unknown outcome, never as a failure.
+Raises RQ003 (no such run).$c$;
+
+COMMIT;
