@@ -93,6 +93,18 @@ RETURN CASE WHEN jsonb_typeof(value) = 'object'
             ELSE runq._bad_argument(argument, 'a jsonb object', coalesce(jsonb_typeof(value), 'NULL'))
        END;
 
+-- A JSON value the queue keeps (a question, a state, an outcome, an input):
+-- any JSON, null included, but not SQL NULL, which would say nothing.
+CREATE FUNCTION runq._check_jsonb(argument text, value jsonb)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value IS NOT NULL
+            THEN true
+            ELSE runq._bad_argument(argument, 'a jsonb value', 'NULL')
+       END;
+
 -- One of a fixed set of words (recovery_policy, a tool call's idempotency).
 CREATE FUNCTION runq._check_choice(argument text, value text, choices text[])
     RETURNS boolean
@@ -165,7 +177,7 @@ $$;
 
 REVOKE ALL ON FUNCTION runq._bad_argument(text, text, text), runq._check_identifier(text, text, boolean),
     runq._check_count(text, integer), runq._check_duration(text, interval),
-    runq._check_object(text, jsonb), runq._check_choice(text, text, text[]),
+    runq._check_object(text, jsonb), runq._check_jsonb(text, jsonb), runq._check_choice(text, text, text[]),
     runq._check_classes(text, integer[]), runq._first_bad_class(integer[]),
     runq._check_names(text, text[]), runq._run_not_found(bigint) FROM PUBLIC;
 
@@ -179,6 +191,8 @@ COMMENT ON FUNCTION runq._check_duration(text, interval) IS
     'Internal: true when value is NULL (the default) or positive and under 1000 years; else raises 22023 naming argument and value.';
 COMMENT ON FUNCTION runq._check_object(text, jsonb) IS
     'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
+COMMENT ON FUNCTION runq._check_jsonb(text, jsonb) IS
+    'Internal: true when value is a jsonb value (JSON null included), not SQL NULL; else raises 22023 naming argument.';
 COMMENT ON FUNCTION runq._check_choice(text, text, text[]) IS
     'Internal: true when value is one of choices; else raises 22023 naming argument, the choices and value.';
 COMMENT ON FUNCTION runq._check_classes(text, integer[]) IS

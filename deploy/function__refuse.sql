@@ -2,6 +2,7 @@
 -- requires: table_runs
 -- requires: index_run_events_fenced
 -- requires: function__resolve_tool_calls
+-- requires: argument_checks
 
 BEGIN;
 
@@ -24,6 +25,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked for v0.2: before, a negative epoch raised 23514 (runq.epoch's
 -- check, on the event) and an epoch above the current one was logged.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, a NULL epoch by runq._bad_argument.
 CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -39,19 +43,14 @@ DECLARE
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
-    IF _refuse.run_id IS NULL OR _refuse.epoch IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('%s needs a run_id and an epoch, got run_id %s and epoch %s', operation,
-                             coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
-    END IF;
-
     SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', _refuse.run_id);
+        PERFORM runq._run_not_found(_refuse.run_id);
+    ELSIF _refuse.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', 'NULL');
     END IF;
 
     IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN

@@ -4,14 +4,21 @@
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Called by workers. The run waits for the user: its lease ends, and it keeps
 -- its session's one active slot, so the user's answer (a submit to that
 -- session, or runq.deliver_input) resumes this run rather than starting one.
 -- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
-CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -21,9 +28,9 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
-    IF ask_user.question IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'question must not be NULL';
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_jsonb('question', ask_user.question);
 
     WITH asked AS (
         UPDATE runq.runs AS r

@@ -5,14 +5,21 @@
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Called by workers at a tool-invocation boundary. One statement: the fenced
 -- update points the run at the new checkpoint (a HOT update: last_checkpoint
 -- is not indexed), stores the state and logs run.checkpointed.
 -- Raises 22023 (NULL state), RQ003; false when fenced or cancelled.
-CREATE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb)
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -22,9 +29,9 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
-    IF checkpoint.state IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'state must not be NULL';
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_jsonb('state', checkpoint.state);
 
     WITH pointed AS (
         UPDATE runq.runs AS r

@@ -24,9 +24,7 @@ AS $$
 DECLARE
     v_status text;
 BEGIN
-    IF deliver_input.input IS NULL THEN
-        PERFORM runq._bad_argument('input', 'given', 'NULL');
-    END IF;
+    PERFORM runq._check_jsonb('input', deliver_input.input);
 
     SELECT r.status::text INTO v_status
       FROM runq.runs AS r

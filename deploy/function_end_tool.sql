@@ -5,15 +5,22 @@
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Called by workers after a tool returned. Applies even when cancel was
 -- requested: the effect happened and the log must say so. The fenced update
 -- of the run comes first, for the lock (see begin_tool).
 -- Raises 22023 (NULL outcome, a call_id the run never began), RQ003, RQ004
 -- (the call is not 'started'); false when fenced.
-CREATE FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb)
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -24,11 +31,10 @@ DECLARE
     v_now     timestamptz := clock_timestamp();
     v_status  text;
 BEGIN
-    IF end_tool.call_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'call_id must not be NULL';
-    ELSIF end_tool.outcome IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'outcome must not be NULL';
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_identifier('call_id', end_tool.call_id)
+        AND runq._check_jsonb('outcome', end_tool.outcome);
 
     UPDATE runq.runs AS r
        SET updated_at = v_now

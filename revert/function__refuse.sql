@@ -1,5 +1,5 @@
 -- Revert runq:function__refuse from pg
--- (back to _refuse as v0.1.0 released it)
+-- (back to _refuse as v0.1.2 released it)
 -- requires: table_runs
 -- requires: index_run_events_fenced
 -- requires: function__resolve_tool_calls
@@ -14,10 +14,17 @@ SET LOCAL statement_timeout = '10s';
 --   * no such run                      -> RQ003 (only a run that exists can fence);
 --   * ours, but cancel was requested   -> the run becomes cancelled now, in this
 --     (when the write honours cancel)     statement's transaction; false;
---   * anything else (other epoch, not running) -> one run.fenced per run and
---     stale epoch; false. The run itself is not touched.
+--   * an epoch the run never had (negative, or above its lease_epoch: no
+--     claim has issued it yet) -> false and no event: a run.fenced there
+--     would come before that epoch's run.claimed, and would take the place
+--     (ON CONFLICT) of the real fencing of that epoch's worker later;
+--   * anything else (an older epoch, or not running) -> one run.fenced per run
+--     and stale epoch; false. The run itself is not touched.
 -- Epochs only grow and a run never returns to 'running' under an old epoch, so
 -- the state read here cannot turn back into a match.
+--
+-- Reworked for v0.2: before, a negative epoch raised 23514 (runq.epoch's
+-- check, on the event) and an epoch above the current one was logged.
 CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -68,6 +75,13 @@ BEGIN
         END IF;
     END IF;
 
+    -- Running under the very epoch the fence missed: that epoch was issued
+    -- after the fence ran (a forged epoch a claim has just reached), so it was
+    -- one the run never had then. Its worker's own fencing, later, logs it.
+    IF _refuse.epoch NOT BETWEEN 0 AND v_epoch
+       OR (v_status = 'running' AND v_epoch = _refuse.epoch) THEN
+        RETURN false;
+    END IF;
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
     VALUES (_refuse.run_id, _refuse.epoch, 'run.fenced',
             jsonb_build_object('operation', operation, 'current_epoch', v_epoch,
@@ -81,6 +95,6 @@ $$;
 REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
-    'Internal: answers a worker write that its fence refused: RQ003, cancellation, or one run.fenced event.';
+    'Internal: answers a worker write that its fence refused: RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
 COMMIT;

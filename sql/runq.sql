@@ -1980,7 +1980,7 @@ Raises RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_ask_user.sql ====
+-- ==== deploy/function_ask_user@v0.1.2.sql ====
 
 -- Deploy runq:function_ask_user to pg
 -- requires: table_runs
@@ -2038,7 +2038,7 @@ Raises RQ003 (no such run), 22023 (NULL question).$c$;
 
 COMMIT;
 
--- ==== deploy/function_checkpoint.sql ====
+-- ==== deploy/function_checkpoint@v0.1.2.sql ====
 
 -- Deploy runq:function_checkpoint to pg
 -- requires: table_runs
@@ -2256,7 +2256,7 @@ Raises RQ003 (no such run), RQ004 (call_id already finished, or started under an
 
 COMMIT;
 
--- ==== deploy/function_end_tool.sql ====
+-- ==== deploy/function_end_tool@v0.1.2.sql ====
 
 -- Deploy runq:function_end_tool to pg
 -- requires: table_runs
@@ -3644,7 +3644,7 @@ Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767,
 
 COMMIT;
 
--- ==== deploy/function__refuse.sql ====
+-- ==== deploy/function__refuse@v0.1.2.sql ====
 
 -- Deploy runq:function__refuse to pg
 -- requires: table_runs
@@ -3843,6 +3843,18 @@ RETURN CASE WHEN jsonb_typeof(value) = 'object'
             ELSE runq._bad_argument(argument, 'a jsonb object', coalesce(jsonb_typeof(value), 'NULL'))
        END;
 
+-- A JSON value the queue keeps (a question, a state, an outcome, an input):
+-- any JSON, null included, but not SQL NULL, which would say nothing.
+CREATE FUNCTION runq._check_jsonb(argument text, value jsonb)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value IS NOT NULL
+            THEN true
+            ELSE runq._bad_argument(argument, 'a jsonb value', 'NULL')
+       END;
+
 -- One of a fixed set of words (recovery_policy, a tool call's idempotency).
 CREATE FUNCTION runq._check_choice(argument text, value text, choices text[])
     RETURNS boolean
@@ -3915,7 +3927,7 @@ $$;
 
 REVOKE ALL ON FUNCTION runq._bad_argument(text, text, text), runq._check_identifier(text, text, boolean),
     runq._check_count(text, integer), runq._check_duration(text, interval),
-    runq._check_object(text, jsonb), runq._check_choice(text, text, text[]),
+    runq._check_object(text, jsonb), runq._check_jsonb(text, jsonb), runq._check_choice(text, text, text[]),
     runq._check_classes(text, integer[]), runq._first_bad_class(integer[]),
     runq._check_names(text, text[]), runq._run_not_found(bigint) FROM PUBLIC;
 
@@ -3929,6 +3941,8 @@ COMMENT ON FUNCTION runq._check_duration(text, interval) IS
     'Internal: true when value is NULL (the default) or positive and under 1000 years; else raises 22023 naming argument and value.';
 COMMENT ON FUNCTION runq._check_object(text, jsonb) IS
     'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
+COMMENT ON FUNCTION runq._check_jsonb(text, jsonb) IS
+    'Internal: true when value is a jsonb value (JSON null included), not SQL NULL; else raises 22023 naming argument.';
 COMMENT ON FUNCTION runq._check_choice(text, text, text[]) IS
     'Internal: true when value is one of choices; else raises 22023 naming argument, the choices and value.';
 COMMENT ON FUNCTION runq._check_classes(text, integer[]) IS
@@ -5063,9 +5077,7 @@ AS $$
 DECLARE
     v_status text;
 BEGIN
-    IF deliver_input.input IS NULL THEN
-        PERFORM runq._bad_argument('input', 'given', 'NULL');
-    END IF;
+    PERFORM runq._check_jsonb('input', deliver_input.input);
 
     SELECT r.status::text INTO v_status
       FROM runq.runs AS r
@@ -5091,5 +5103,322 @@ GRANT EXECUTE ON FUNCTION runq.deliver_input(bigint, jsonb) TO runq_client, runq
 COMMENT ON FUNCTION runq.deliver_input(bigint, jsonb) IS
 $c$Deliver the user's input to a waiting_for_user run: the input is stored, the run is queued again with its attempts reset, and the next claim hands the input over. Returns true.
 Raises RQ003 (no such run), RQ004 (the run is not waiting_for_user), 22023 (NULL run_id or input).$c$;
+
+COMMIT;
+
+-- ==== deploy/function__refuse.sql ====
+
+-- Deploy runq:function__refuse to pg
+-- requires: table_runs
+-- requires: index_run_events_fenced
+-- requires: function__resolve_tool_calls
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The slow path of every worker write whose fenced statement matched no row.
+-- Why it matched nothing decides the answer:
+--   * no such run                      -> RQ003 (only a run that exists can fence);
+--   * ours, but cancel was requested   -> the run becomes cancelled now, in this
+--     (when the write honours cancel)     statement's transaction; false;
+--   * an epoch the run never had (negative, or above its lease_epoch: no
+--     claim has issued it yet) -> false and no event: a run.fenced there
+--     would come before that epoch's run.claimed, and would take the place
+--     (ON CONFLICT) of the real fencing of that epoch's worker later;
+--   * anything else (an older epoch, or not running) -> one run.fenced per run
+--     and stale epoch; false. The run itself is not touched.
+-- Epochs only grow and a run never returns to 'running' under an old epoch, so
+-- the state read here cannot turn back into a match.
+--
+-- Reworked for v0.2: before, a negative epoch raised 23514 (runq.epoch's
+-- check, on the event) and an epoch above the current one was logged.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, a NULL epoch by runq._bad_argument.
+CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_epoch   bigint;
+    v_cancel  boolean;
+BEGIN
+    -- A NULL id or epoch matched nothing in the caller's fence; say why here,
+    -- off the hot path.
+    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
+      INTO v_status, v_epoch, v_cancel
+      FROM runq.runs AS r
+     WHERE r.run_id = _refuse.run_id;
+    IF NOT FOUND THEN
+        PERFORM runq._run_not_found(_refuse.run_id);
+    ELSIF _refuse.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', 'NULL');
+    END IF;
+
+    IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        WITH cancelled AS (
+            UPDATE runq.runs AS r
+               SET status = 'cancelled', lease_expires_at = NULL,
+                   finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = _refuse.run_id
+               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+               AND r.cancel_requested
+            RETURNING r.run_id, r.lease_epoch
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.cancelled',
+               jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation), v_now
+          FROM cancelled AS c;
+        IF FOUND THEN
+            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            RETURN false;
+        END IF;
+    END IF;
+
+    -- Running under the very epoch the fence missed: that epoch was issued
+    -- after the fence ran (a forged epoch a claim has just reached), so it was
+    -- one the run never had then. Its worker's own fencing, later, logs it.
+    IF _refuse.epoch NOT BETWEEN 0 AND v_epoch
+       OR (v_status = 'running' AND v_epoch = _refuse.epoch) THEN
+        RETURN false;
+    END IF;
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (_refuse.run_id, _refuse.epoch, 'run.fenced',
+            jsonb_build_object('operation', operation, 'current_epoch', v_epoch,
+                               'status', v_status),
+            v_now)
+    ON CONFLICT (run_id, epoch) WHERE type = 'run.fenced' DO NOTHING;
+    RETURN false;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
+    'Internal: answers a worker write that its fence refused: RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+
+COMMIT;
+
+-- ==== deploy/function_ask_user.sql ====
+
+-- Deploy runq:function_ask_user to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers. The run waits for the user: its lease ends, and it keeps
+-- its session's one active slot, so the user's answer (a submit to that
+-- session, or runq.deliver_input) resumes this run rather than starting one.
+-- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_jsonb('question', ask_user.question);
+
+    WITH asked AS (
+        UPDATE runq.runs AS r
+           SET status = 'waiting_for_user', question = ask_user.question,
+               lease_expires_at = NULL, updated_at = v_now
+         WHERE r.run_id = ask_user.run_id
+           AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
+           AND NOT r.cancel_requested
+        RETURNING r.run_id, r.lease_epoch
+    )
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
+           jsonb_build_object('question', ask_user.question), v_now
+      FROM asked AS a;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(ask_user.run_id, ask_user.epoch, 'ask_user', true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.ask_user(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.ask_user(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.ask_user(bigint, bigint, jsonb) IS
+$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+Raises RQ003 (no such run), 22023 (NULL question).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_checkpoint.sql ====
+
+-- Deploy runq:function_checkpoint to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_checkpoints
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers at a tool-invocation boundary. One statement: the fenced
+-- update points the run at the new checkpoint (a HOT update: last_checkpoint
+-- is not indexed), stores the state and logs run.checkpointed.
+-- Raises 22023 (NULL state), RQ003; false when fenced or cancelled.
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_jsonb('state', checkpoint.state);
+
+    WITH pointed AS (
+        UPDATE runq.runs AS r
+           SET last_checkpoint = nextval('runq.progress_seq'), updated_at = v_now
+         WHERE r.run_id = checkpoint.run_id
+           AND r.status = 'running' AND r.lease_epoch = checkpoint.epoch  -- fence
+           AND NOT r.cancel_requested
+        RETURNING r.run_id, r.lease_epoch, r.last_checkpoint
+    ), stored AS (
+        INSERT INTO runq.checkpoints (run_id, seq, epoch, created_at, state)
+        SELECT p.run_id, p.last_checkpoint, p.lease_epoch, v_now, checkpoint.state
+          FROM pointed AS p
+    )
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT p.run_id, p.lease_epoch, 'run.checkpointed',
+           jsonb_build_object('seq', p.last_checkpoint), v_now
+      FROM pointed AS p;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(checkpoint.run_id, checkpoint.epoch, 'checkpoint', true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) IS
+$c$Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+Raises RQ003 (no such run), 22023 (NULL state).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_end_tool.sql ====
+
+-- Deploy runq:function_end_tool to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_tool_calls
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers after a tool returned. Applies even when cancel was
+-- requested: the effect happened and the log must say so. The fenced update
+-- of the run comes first, for the lock (see begin_tool).
+-- Raises 22023 (NULL outcome, a call_id the run never began), RQ003, RQ004
+-- (the call is not 'started'); false when fenced.
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
+CREATE OR REPLACE FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_identifier('call_id', end_tool.call_id)
+        AND runq._check_jsonb('outcome', end_tool.outcome);
+
+    UPDATE runq.runs AS r
+       SET updated_at = v_now
+     WHERE r.run_id = end_tool.run_id
+       AND r.status = 'running' AND r.lease_epoch = end_tool.epoch;  -- fence
+    IF NOT FOUND THEN
+        RETURN runq._refuse(end_tool.run_id, end_tool.epoch, 'end_tool', false);
+    END IF;
+
+    UPDATE runq.tool_calls AS t
+       SET status = 'finished', outcome = end_tool.outcome, finished_at = v_now
+     WHERE t.run_id = end_tool.run_id
+       AND t.call_id = end_tool.call_id
+       AND t.status = 'started';
+    IF NOT FOUND THEN
+        SELECT t.status::text INTO v_status
+          FROM runq.tool_calls AS t
+         WHERE t.run_id = end_tool.run_id AND t.call_id = end_tool.call_id;
+        IF v_status IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('run %s never began tool call %s', end_tool.run_id, left(end_tool.call_id, 100));
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('tool call %s of run %s is %s, not started',
+                             end_tool.call_id, end_tool.run_id, v_status);
+    END IF;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (end_tool.run_id, end_tool.epoch, 'run.tool_finished',
+            jsonb_build_object('call_id', end_tool.call_id), v_now);
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.end_tool(bigint, bigint, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.end_tool(bigint, bigint, text, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.end_tool(bigint, bigint, text, jsonb) IS
+$c$Record the outcome of tool call call_id of a run this worker holds under epoch (also after cancel was requested: the effect happened). Returns true, or false when fenced.
+Raises RQ003 (no such run), RQ004 (the call is not in status started), 22023 (NULL outcome, or a call_id the run never began).$c$;
 
 COMMIT;

@@ -7,7 +7,7 @@ DECLARE
     f regprocedure;
 BEGIN
     FOREACH f IN ARRAY ARRAY['runq._check_identifier(text, text, boolean)', 'runq._check_count(text, integer)',
-                             'runq._check_duration(text, interval)', 'runq._check_object(text, jsonb)',
+                             'runq._check_duration(text, interval)', 'runq._check_object(text, jsonb)', 'runq._check_jsonb(text, jsonb)',
                              'runq._check_choice(text, text, text[])',
                              'runq._check_classes(text, integer[])', 'runq._check_names(text, text[])',
                              'runq._first_bad_class(integer[])']::regprocedure[] LOOP
@@ -23,7 +23,7 @@ BEGIN
     FOR f IN SELECT p.oid FROM pg_catalog.pg_proc AS p
               WHERE p.pronamespace = 'runq'::regnamespace
                 AND p.proname IN ('_bad_argument', '_check_identifier', '_check_count', '_check_duration',
-                                  '_check_object', '_check_choice', '_check_classes', '_check_names', '_first_bad_class',
+                                  '_check_object', '_check_jsonb', '_check_choice', '_check_classes', '_check_names', '_first_bad_class',
                                   '_run_not_found') LOOP
         ASSERT NOT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE'), f::text;
         ASSERT NOT pg_catalog.has_function_privilege('runq_worker', f, 'EXECUTE'), f::text;

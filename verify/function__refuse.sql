@@ -17,4 +17,11 @@ BEGIN
     ASSERT (SELECT p.prosrc LIKE '%NOT BETWEEN 0 AND v_epoch%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
 END $$;
 
+-- This version checks its arguments with the shared checks of argument_checks.
+DO $$
+BEGIN
+    ASSERT (SELECT p.prosrc LIKE '%runq._run_not_found(%' FROM pg_catalog.pg_proc AS p
+             WHERE p.oid = 'runq._refuse(bigint, bigint, text, boolean)'::regprocedure);
+END $$;
+
 ROLLBACK;

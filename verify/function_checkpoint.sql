@@ -16,4 +16,11 @@ BEGIN
     ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
 END $$;
 
+-- This version checks its arguments with the shared checks of argument_checks.
+DO $$
+BEGIN
+    ASSERT (SELECT p.prosrc LIKE '%runq._check_jsonb(%' FROM pg_catalog.pg_proc AS p
+             WHERE p.oid = 'runq.checkpoint(bigint, bigint, jsonb)'::regprocedure);
+END $$;
+
 ROLLBACK;

@@ -311,9 +311,9 @@ SELECT throws_ok($$SELECT runq.deliver_input(NULL, '{}')$$, '22023', 'run_id mus
                  'deliver_input: NULL run_id');
 SELECT throws_ok($$SELECT runq.deliver_input(9223372036854775807, '{}')$$, 'RQ003',
                  'run 9223372036854775807 not found', 'deliver_input: a missing run');
-SELECT throws_ok('SELECT runq.deliver_input(9223372036854775807, NULL)', '22023', 'input must be given, got NULL',
+SELECT throws_ok('SELECT runq.deliver_input(9223372036854775807, NULL)', '22023', 'input must be a jsonb value, got NULL',
                  'deliver_input: NULL input, checked before the run is looked up');
-SELECT throws_ok('SELECT runq.deliver_input(NULL, NULL)', '22023', 'input must be given, got NULL',
+SELECT throws_ok('SELECT runq.deliver_input(NULL, NULL)', '22023', 'input must be a jsonb value, got NULL',
                  'deliver_input: NULL input and NULL run_id: the input is named');
 
 -- The lookups still find a run that is there.
