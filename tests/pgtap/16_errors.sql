@@ -1,4 +1,4 @@
--- Errors (issue 3): every row of the contract's error table provoked and
+-- Errors: every row of the contract's error table provoked and
 -- checked by SQLSTATE, and a rejected call changes nothing. Worker-function
 -- RQ003s are in 13_fencing.sql. Classes 1600..1699.
 BEGIN;
