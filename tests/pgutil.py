@@ -103,7 +103,7 @@ def drop_orphaned_databases(server_url: str) -> None:
 
 # runq.name( in SQL text: a call of runq's function name. INSERT INTO
 # runq.run_events (columns) names a table that shares a function's name.
-_RUNQ_CALL = re.compile(r"(\bINTO\s+)?\brunq\.(\w+)\s*\(", re.I)
+_RUNQ_CALL = re.compile(r"(\bINTO\s+)?\brunq\.(\w+)\s*\(", re.IGNORECASE)
 
 
 def runq_calls(text: str) -> set[str]:

@@ -28,6 +28,7 @@ grants), and a function's comment lists its grants in docs/API.md instead.
 """
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -43,14 +44,16 @@ TOKEN = re.compile(r"""
     | (?P<string> '(?:[^']|'')*' | \$\$.*?\$\$ | \$(?P<tag>[A-Za-z_]\w*)\$.*?\$(?P=tag)\$ )
     | (?P<punct> [(),;] )
     | (?P<word> "(?:[^"]|"")*" | \$\d+ | [^\s'"$(),;]+ | \$ )
-    """, re.S | re.X)
+    """, re.DOTALL | re.VERBOSE)
+
+Token = tuple[str, str, int]  # kind, text, offset in the file
 
 THROWS = {"throws_ok", "throws_like", "throws_ilike", "throws_matching", "throws_imatching"}
 
 
-def tokens(text: str) -> list[tuple[str, str, int]]:
-    """(kind, text, offset) of each token but comments."""
-    return [(m.lastgroup, m.group(), m.start())
+def tokens(text: str) -> list[Token]:
+    """Each token but comments."""
+    return [(str(m.lastgroup), m.group(), m.start())
             for m in TOKEN.finditer(text) if m.lastgroup != "comment"]
 
 
@@ -62,7 +65,7 @@ def value(token: str) -> str:
     return token[1:-1].replace("''", "'")
 
 
-def calls(toks: list[tuple[str, str, int]], names: set[str]):
+def calls(toks: list[Token], names: set[str]) -> Iterator[tuple[str, int, list[list[Token]]]]:
     """Each call of a function in names: (name, offset, its arguments, each a
     list of tokens)."""
     for i, (kind, text, offset) in enumerate(toks):
@@ -70,7 +73,7 @@ def calls(toks: list[tuple[str, str, int]], names: set[str]):
             continue
         if i + 1 >= len(toks) or toks[i + 1][1] != "(":
             continue
-        args: list[list[tuple[str, str, int]]] = [[]]
+        args: list[list[Token]] = [[]]
         depth = 0
         for tok in toks[i + 2:]:
             if tok[1] == "(":
@@ -86,7 +89,7 @@ def calls(toks: list[tuple[str, str, int]], names: set[str]):
         yield text.lower(), offset, args
 
 
-def prepared(toks: list[tuple[str, str, int]]) -> dict[str, str]:
+def prepared(toks: list[Token]) -> dict[str, str]:
     """PREPARE name [(types)] AS statement: the statement's text by name."""
     out = {}
     for i in range(len(toks) - 2):
@@ -98,7 +101,7 @@ def prepared(toks: list[tuple[str, str, int]]) -> dict[str, str]:
     return out
 
 
-def errcode(name: str, args: list[list[tuple[str, str, int]]]) -> str | None:
+def errcode(name: str, args: list[list[Token]]) -> str | None:
     """The SQLSTATE a throws_* call asserts, or None when it names none."""
     if name != "throws_ok" or len(args) < 2 or len(args[1]) != 1:
         return None

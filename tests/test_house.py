@@ -10,7 +10,7 @@ import pytest
 from pgutil import ROOT, run
 
 # "issue N", "Issue #N", "issues N and M", "(#N)": a number a tracker gave.
-ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\s*\d+|(?<![\w&/])#\d+\b", re.I)
+ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\s*\d+|(?<![\w&/])#\d+\b", re.IGNORECASE)
 
 
 def repository_files() -> list[str]:

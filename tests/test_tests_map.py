@@ -58,12 +58,10 @@ def actual(objects: dict[str, str]) -> dict[str, tuple[list[str], list[str]]]:
 
 def listed() -> dict[str, tuple[list[str], list[str]]]:
     """The map as tests/README.md has it."""
-    rows = {}
-    for line in README.read_text().splitlines():
-        if m := ROW.match(line):
-            rows[m.group(1)] = tuple([f.strip(" `") for f in cell.split(",") if f.strip(" `")]
-                                     for cell in (m.group(2), m.group(3)))
-    return rows
+    def files(cell: str) -> list[str]:
+        return [f.strip(" `") for f in cell.split(",") if f.strip(" `")]
+    return {m.group(1): (files(m.group(2)), files(m.group(3)))
+            for m in map(ROW.match, README.read_text().splitlines()) if m}
 
 
 def row(name: str, files: tuple[list[str], list[str]]) -> str:
