@@ -99,3 +99,13 @@ def drop_orphaned_databases(server_url: str) -> None:
             if m and not Path(f"/proc/{m.group(1)}").exists():
                 admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                     sql.Identifier(name)))
+
+
+# runq.name( in SQL text: a call of runq's function name. INSERT INTO
+# runq.run_events (columns) names a table that shares a function's name.
+_RUNQ_CALL = re.compile(r"(\bINTO\s+)?\brunq\.(\w+)\s*\(", re.IGNORECASE)
+
+
+def runq_calls(text: str) -> set[str]:
+    """The names of the runq functions that SQL text calls."""
+    return {m.group(2) for m in _RUNQ_CALL.finditer(text) if not m.group(1)}

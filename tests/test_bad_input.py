@@ -1,4 +1,4 @@
-"""Bad input (issue 6): every public runq function, called the way a careless
+"""Bad input: every public runq function, called the way a careless
 or hostile client would call it, answers with the documented SQLSTATE (22023
 for a bad argument, RQ003 for an unknown run; DESIGN.md "Errors") and a
 message naming the parameter and the value, and changes nothing: an md5 of

@@ -1,4 +1,4 @@
-"""Issue 3, pytest must-shows: submit under real concurrency, and NOTIFY runq.
+"""Submit under real concurrency (idempotency keys, sessions), and NOTIFY runq.
 
 Every test talks to a real server through separate connections (the `db_url`,
 `conn` and `connect` fixtures of conftest.py): no mocks. Concurrent calls are

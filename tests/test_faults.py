@@ -1,4 +1,4 @@
-"""Issue 6, faults with real processes and a real server.
+"""Faults with real processes and a real server.
 
 The test starts its own PostgreSQL cluster (``RUNQ_PG_DIR=<tmp> scripts/pg
 start``), deploys runq there from sql/runq.sql, and removes the cluster at the

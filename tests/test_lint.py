@@ -1,4 +1,4 @@
-"""Linters in CI (issue 6): plpgsql_check over every PL/pgSQL function in the
+"""Linters in CI: plpgsql_check over every PL/pgSQL function in the
 schema runq, and squawk over the deploy scripts. Each reports nothing, or the
 test fails with what it said; each is also shown to bite on a sample.
 

@@ -1,4 +1,4 @@
-"""Issue 6, the model check: a Hypothesis state machine against a small
+"""The model check: a Hypothesis state machine against a small
 pure-Python model of DESIGN.md, on a real database.
 
 Each step calls one of runq's public functions: submit (with idempotency keys;

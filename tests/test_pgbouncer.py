@@ -1,4 +1,4 @@
-"""PgBouncer in transaction pooling mode (issue 6): the client's whole
+"""PgBouncer in transaction pooling mode: the client's whole
 lifecycle and the worker pool work through Debian's pgbouncer, started here.
 
 What transaction pooling changes for a runq client:

@@ -1,4 +1,4 @@
-"""The worker pool (issue 5): reserved capacity, the stop after a fence,
+"""The worker pool: reserved capacity, the stop after a fence,
 and graceful shutdown. Real server, real threads and processes."""
 import os
 import signal

@@ -1,4 +1,4 @@
-"""Issue 4, pytest must-shows: the race gate, and a worker paused past its lease.
+"""The race gate, and a worker paused past its lease.
 
 The race gate (ADR "The Postgres run queue, leases, and recovery": two workers
 racing on one run, with the sweeper's reclaim interval driven to zero, must end

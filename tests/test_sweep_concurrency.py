@@ -1,4 +1,4 @@
-"""Issue 4, pytest must-show: many sweepers at once decide each run exactly once.
+"""Many sweepers at once decide each run exactly once.
 
 Four connections call runq.sweep at the same moment over 2,000 runs whose
 leases have expired (plus queued runs past their queue TTL), spread over every

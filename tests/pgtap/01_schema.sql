@@ -1,4 +1,4 @@
--- The foundation schema (issue 2): every table, column, constraint and index
+-- The foundation schema: every table, column, constraint and index
 -- with its intended type, and the constraints proved by what they reject.
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.

@@ -1,4 +1,4 @@
--- The public surface (issue 3): every function of DESIGN.md exists with the
+-- The public surface: every function of DESIGN.md exists with the
 -- contract's argument names, types and defaults and its result columns, is
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.

@@ -1,4 +1,4 @@
--- The run lifecycle through the API (issue 3): submit -> claim -> heartbeat ->
+-- The run lifecycle through the API: submit -> claim -> heartbeat ->
 -- checkpoint -> begin_turn -> begin_tool/end_tool -> complete, with statuses
 -- and events in order; the fail and ask_user/deliver_input paths; what a claim
 -- hands back. Runs use class 1100 so nothing else in the database competes.

@@ -1,4 +1,4 @@
--- Claim order (issue 3): lowest class first, then oldest; classes not asked
+-- Claim order: lowest class first, then oldest; classes not asked
 -- for and runs scheduled in the future are skipped; zero rows when nothing is
 -- ready; max_runs is honoured. Classes 1200..1299 belong to this file.
 BEGIN;

@@ -1,4 +1,4 @@
--- Fencing (issue 3): a stale epoch's heartbeat, complete, fail, ask_user,
+-- Fencing: a stale epoch's heartbeat, complete, fail, ask_user,
 -- checkpoint, begin_turn, begin_tool and end_tool each return false, change
 -- nothing in the run (row, events, checkpoints, inputs, tool calls), and leave
 -- exactly one run.fenced per run and stale epoch, carrying that stale epoch.

@@ -1,4 +1,4 @@
--- Idempotency and sessions (issue 3): submit's routing in its four steps.
+-- Idempotency and sessions: submit's routing in its four steps.
 -- Same key and request -> the same run, outcome duplicate, nothing changed;
 -- same key, other request -> RQ001 and nothing created; keys scoped by tenant
 -- and principal. A busy session -> RQ002 naming its run; a waiting session ->

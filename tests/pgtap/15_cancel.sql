@@ -1,4 +1,4 @@
--- Cancel (issue 3): cancelled at once when queued or waiting; a durable flag
+-- Cancel: cancelled at once when queued or waiting; a durable flag
 -- when running, which the worker's next heartbeat (or checkpoint, begin_turn,
 -- begin_tool, ask_user) turns into 'cancelled' with run.cancelled, not
 -- run.fenced; complete, fail and end_tool still record what happened;

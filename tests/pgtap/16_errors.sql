@@ -1,8 +1,8 @@
--- Errors (issue 3): every row of the contract's error table provoked and
+-- Errors: every row of the contract's error table provoked and
 -- checked by SQLSTATE, and a rejected call changes nothing. Worker-function
 -- RQ003s are in 13_fencing.sql. Classes 1600..1699.
 BEGIN;
-SELECT plan(90);
+SELECT plan(95);
 
 -- Everything runq keeps about a run, events included.
 CREATE FUNCTION pg_temp.state(p_run bigint) RETURNS text LANGUAGE sql AS $$
@@ -176,6 +176,8 @@ SELECT throws_ok(format($$SELECT runq.end_tool(%s, 1, 'never-begun', '{}')$$, :r
                  '22023: end_tool for a call_id the run never began');
 SELECT throws_ok(format($$SELECT runq.end_tool(%s, 1, 'done-call', NULL)$$, :running), '22023', NULL,
                  '22023: end_tool with a NULL outcome');
+SELECT throws_ok('SELECT runq.release(NULL, 1)', '22023', NULL, '22023: release with a NULL run_id');
+SELECT throws_ok(format('SELECT runq.release(%s, NULL)', :running), '22023', NULL, '22023: release with a NULL epoch');
 SELECT is(pg_temp.state(:running), (SELECT running FROM before), 'rejected worker calls change nothing in the run');
 SELECT is(runq.heartbeat(:running, 1), true, 'and the run is still live under its epoch');
 SELECT is(runq.complete(:running, 1, NULL), true, 'complete with a NULL result is accepted');
@@ -197,6 +199,14 @@ SELECT throws_ok('SELECT * FROM runq.get_run(NULL)', '22023', NULL, '22023: get_
 SELECT throws_ok('SELECT * FROM runq.run_events(NULL)', '22023', NULL, '22023: run_events with a NULL run_id');
 SELECT throws_ok('SELECT * FROM runq.tool_calls(NULL)', '22023', NULL, '22023: tool_calls with a NULL run_id');
 SELECT is(pg_temp.state(:waiting), (SELECT s FROM before_waiting), 'rejected calls leave the waiting run as it was');
+
+-- ---------------------------------------------------------------------------
+-- 22023: operator functions (sweep's, orphan_report's and purge's are in
+-- their own files)
+-- ---------------------------------------------------------------------------
+SELECT throws_ok('SELECT runq.redrive(NULL)', '22023', NULL, '22023: redrive with a NULL run_id');
+SELECT throws_ok('SELECT * FROM runq.dead_letter(0)', '22023', NULL, '22023: dead_letter with max_runs 0');
+SELECT throws_ok('SELECT * FROM runq.dead_letter(NULL)', '22023', NULL, '22023: dead_letter with a NULL max_runs');
 
 -- ---------------------------------------------------------------------------
 -- Nothing else moved

@@ -1,4 +1,4 @@
--- Privileges (issue 3): PUBLIC executes nothing; each role executes exactly
+-- Privileges: PUBLIC executes nothing; each role executes exactly
 -- its functions of the contract; helpers (leading '_') are granted to no one;
 -- no role reaches a table directly, only through the SECURITY DEFINER
 -- functions, each with a pinned search_path. Tested from the catalog and from

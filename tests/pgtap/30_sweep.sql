@@ -1,4 +1,4 @@
--- runq.sweep (issue 4): for each running run whose lease expired, the five
+-- runq.sweep: for each running run whose lease expired, the five
 -- rules of DESIGN.md in order (cancel requested, attempts exhausted, policy
 -- fail, policy zero_work, policy resume), with the resulting status, failure,
 -- events, attempts and scheduled_for; the resume backoff (grows, is capped);

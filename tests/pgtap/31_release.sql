@@ -1,4 +1,4 @@
--- runq.release (issue 4): a lease expiry brought forward. A resume run is
+-- runq.release: a lease expiry brought forward. A resume run is
 -- requeued at once (scheduled_for NULL, claimable immediately) with its
 -- started tool calls resolved, and the attempt its claim took is given back;
 -- a fail run, or a zero_work run that did work, fails with code orphaned; a

@@ -1,4 +1,4 @@
--- runq.redrive (issue 4): a failed run, whatever failed it, goes back to
+-- runq.redrive: a failed run, whatever failed it, goes back to
 -- queued with its attempts reset, its failure cleared and a run.redriven
 -- event, and is claimable at once; RQ002 when its session has another active
 -- run, RQ004 when the run is not failed, RQ003 when there is no such run; a

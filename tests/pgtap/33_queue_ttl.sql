@@ -1,4 +1,4 @@
--- queue_ttl (issue 4): the sweep fails a queued run older than its queue_ttl
+-- queue_ttl: the sweep fails a queued run older than its queue_ttl
 -- (action expired, code queue_ttl_expired); a NULL queue_ttl never expires;
 -- only queued runs expire; the expiry shares the sweep's max_runs; a
 -- zero_work run whose lease expires past its queue_ttl is not requeued but

@@ -1,4 +1,4 @@
--- runq.orphan_report and runq.queue_stats (issue 4), for operators.
+-- runq.orphan_report and runq.queue_stats, for operators.
 -- orphan_report reads only: running runs grouped by lease owner, by whether
 -- the heartbeat is older than stale_after (default: the settings' threshold)
 -- and by whether they did work; it transitions nothing, not even a run whose

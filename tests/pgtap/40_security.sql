@@ -1,4 +1,4 @@
--- Security (issue 6): privileges on every relation from the catalog, and a
+-- Security: privileges on every relation from the catalog, and a
 -- hostile search_path.
 --
 -- 1. Every table, view and sequence in runq, whatever it is called, for every
