@@ -24,44 +24,53 @@ Optional arguments left as None are not sent, so the SQL defaults apply
 (a lease of None is the settings' default lease, not NULL). Required
 arguments are always sent; None there is SQL NULL, which runq rejects with
 InvalidArgument. jsonb arguments take any JSON-serialisable value.
+
+Each call is written once, in _Calls, as the query it sends (its SQL, its
+parameters and how its rows are read); a Client runs that query and an
+AsyncClient awaits it, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+import inspect
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import Any, TypeVar
+from types import MethodType, TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import class_row, tuple_row
+from psycopg.rows import BaseRowFactory, class_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from runq import types
 from runq.errors import from_psycopg
-from runq.types import (
-    ClaimedRun,
-    Event,
-    OrphanGroup,
-    QueueStats,
-    Run,
-    Submitted,
-    SweepAction,
-    ToolCall,
-)
 
 __all__ = ["AsyncClient", "Client"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
+Conn = TypeVar("Conn", bound=psycopg.Connection[Any] | psycopg.AsyncConnection[Any])
+Pool = TypeVar("Pool")
 IDLE = psycopg.pq.TransactionStatus.IDLE
 
-_QUEUE_STATS = sql.SQL("SELECT * FROM runq.queue_stats ORDER BY priority")
+
+@dataclass(frozen=True)
+class _Query(Generic[R]):
+    """What one call sends and how its rows become the call's result."""
+
+    statement: sql.SQL | sql.Composed
+    params: Mapping[str, Any]
+    row_factory: BaseRowFactory[Any]
+    decode: Callable[[list[Any]], R]
 
 
-def _call(function: str, required: Mapping[str, Any],
-          optional: Mapping[str, Any] | None = None) -> tuple[sql.Composed, dict[str, Any]]:
+def _select(function: str, required: Mapping[str, Any],
+            optional: Mapping[str, Any] | None = None) -> tuple[sql.Composed, dict[str, Any]]:
     """``SELECT * FROM runq.<function>(name => %(name)s, ...)`` and its
     parameters: every required argument, and the optional ones not None.
     Names and function come from the calling method's own literals."""
@@ -77,6 +86,31 @@ def _call(function: str, required: Mapping[str, Any],
     return query, args
 
 
+def _rows(row: type[T], function: str, required: Mapping[str, Any],
+          optional: Mapping[str, Any] | None = None) -> _Query[list[T]]:
+    """Every row runq.<function> returns, as a ``row``."""
+    return _Query(*_select(function, required, optional), class_row(row), list)
+
+
+def _row(row: type[T], function: str, required: Mapping[str, Any],
+         optional: Mapping[str, Any] | None = None) -> _Query[T]:
+    """The one row runq.<function> returns, as a ``row``."""
+    return _Query(*_select(function, required, optional), class_row(row), lambda rows: rows[0])
+
+
+def _value(typ: type[T], function: str, required: Mapping[str, Any],
+           optional: Mapping[str, Any] | None = None) -> _Query[T]:
+    """The one value runq.<function> returns, which must be a ``typ``."""
+
+    def decode(rows: list[tuple[Any, ...]]) -> T:
+        value = rows[0][0] if rows else None
+        if not isinstance(value, typ):
+            raise TypeError(f"runq.{function} returned {value!r}, expected {typ.__name__}")
+        return value
+
+    return _Query(*_select(function, required, optional), tuple_row, decode)
+
+
 def _jsonb(value: Any) -> Jsonb | None:
     """A jsonb parameter; None stays None (SQL NULL, or: not sent)."""
     if value is None or isinstance(value, Jsonb):
@@ -84,13 +118,6 @@ def _jsonb(value: Any) -> Jsonb | None:
     if isinstance(value, Mapping):
         value = dict(value)
     return Jsonb(value)
-
-
-def _scalar(function: str, typ: type[T], row: tuple[Any, ...] | None) -> T:
-    value = row[0] if row else None
-    if not isinstance(value, typ):
-        raise TypeError(f"runq.{function} returned {value!r}, expected {typ.__name__}")
-    return value
 
 
 @contextmanager
@@ -105,21 +132,255 @@ def _runq_errors() -> Iterator[None]:
         raise mapped from error
 
 
-_NOT_OPEN = ("{} on a conninfo string is not open: use `with {}.connect(conninfo) as client:`"
+class _Call(Generic[P, R]):
+    """A runq call written once, as the method that builds its query. On a
+    Client the method runs that query; on an AsyncClient (whose _execute is
+    a coroutine function) it is a coroutine function that awaits it. Either
+    way it has the builder's name, docstring and signature, and returns what
+    the query decodes to."""
+
+    def __init__(self, build: Callable[Concatenate[Any, P], _Query[R]]) -> None:
+        self._build = build
+        self._methods: dict[type[Any], Callable[..., Any]] = {}
+
+    @overload
+    def __get__(self, client: None, owner: type[Client]) -> Callable[Concatenate[Client, P], R]:
+        ...
+
+    @overload
+    def __get__(self, client: None, owner: type[AsyncClient]
+                ) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, R]]:
+        ...
+
+    @overload
+    def __get__(self, client: Client, owner: type[Any]) -> Callable[P, R]:
+        ...
+
+    @overload
+    def __get__(self, client: AsyncClient, owner: type[Any]
+                ) -> Callable[P, Coroutine[Any, Any, R]]:
+        ...
+
+    def __get__(self, client: object, owner: type[Any]) -> Any:
+        method = self._methods.get(owner) or self._method(owner)
+        return method if client is None else MethodType(method, client)
+
+    def _method(self, owner: type[Any]) -> Callable[..., Any]:
+        build = self._build
+
+        def run(client: Any, /, *args: Any, **kwargs: Any) -> Any:
+            return client._execute(build(client, *args, **kwargs))
+
+        async def run_awaited(client: Any, /, *args: Any, **kwargs: Any) -> Any:
+            return await client._execute(build(client, *args, **kwargs))
+
+        awaited = inspect.iscoroutinefunction(owner._execute)
+        method: Callable[..., Any] = run_awaited if awaited else run
+        # "_Query[X]" (a string: annotations are not evaluated) -> "X"
+        returns = build.__annotations__["return"].removeprefix("_Query[")[:-1]
+        method.__name__ = build.__name__
+        method.__qualname__ = f"{owner.__qualname__}.{build.__name__}"
+        method.__doc__ = build.__doc__
+        method.__annotations__ = {**build.__annotations__, "return": returns}
+        method.__signature__ = (  # type: ignore[attr-defined]
+            inspect.signature(build).replace(return_annotation=returns))
+        self._methods[owner] = method
+        return method
+
+
+_NOT_OPEN = ("{0} on a conninfo string is not open: use `with {0}.connect(conninfo) as client:`"
              " (or `async with` for AsyncClient)")
 
 
-class Client:
-    """Synchronous runq client; see the module's documentation."""
+class _Calls(Generic[Conn, Pool]):
+    """What Client and AsyncClient share: the source a client is built on,
+    and every runq call, each written once as the query it sends."""
 
-    def __init__(
-        self,
-        source: str | psycopg.Connection[Any] | ConnectionPool[Any],
-        **connect_kwargs: Any,
-    ) -> None:
+    def __init__(self, source: str | Conn | Pool, **connect_kwargs: Any) -> None:
         self._source = source
         self._connect_kwargs = connect_kwargs
-        self._owned: psycopg.Connection[Any] | None = None
+        self._owned: Conn | None = None
+
+    def _target(self) -> Conn | Pool:
+        """What a call runs on: the caller's connection or pool, or the
+        connection the client owns once it is entered."""
+        if not isinstance(self._source, str):
+            return self._source
+        if self._owned is None:
+            raise RuntimeError(_NOT_OPEN.format(type(self).__name__))
+        return self._owned
+
+    def _as_is(self, conn: Conn) -> bool:
+        """Whether a call runs on conn as it is, each statement its own
+        transaction: the client's own connection, or the caller's idle in
+        autocommit. Otherwise it runs in conn.transaction()."""
+        return conn is self._owned or (
+            conn.autocommit and conn.info.transaction_status == IDLE)
+
+    # -- submitters ---------------------------------------------------------
+
+    @_Call
+    def submit(
+        self,
+        tenant_id: str,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        priority: int | None = None,
+        idempotency_key: str | None = None,
+        principal_id: str | None = None,
+        scheduled_for: datetime | None = None,
+        max_attempts: int | None = None,
+        recovery_policy: str | None = None,
+        queue_ttl: timedelta | None = None,
+    ) -> _Query[types.Submitted]:
+        """runq.submit: outcome created, duplicate or input_delivered.
+        Raises IdempotencyConflict, SessionBusy, InvalidArgument."""
+        return _row(types.Submitted, "submit", {"tenant_id": tenant_id, "kind": kind}, {
+            "payload": _jsonb(payload), "session_id": session_id, "priority": priority,
+            "idempotency_key": idempotency_key, "principal_id": principal_id,
+            "scheduled_for": scheduled_for, "max_attempts": max_attempts,
+            "recovery_policy": recovery_policy, "queue_ttl": queue_ttl})
+
+    @_Call
+    def deliver_input(self, run_id: int, input: Any) -> _Query[bool]:
+        """runq.deliver_input: answer a waiting_for_user run and requeue it."""
+        return _value(bool, "deliver_input", {"run_id": run_id, "input": _jsonb(input)})
+
+    @_Call
+    def cancel(self, run_id: int, reason: str | None = None) -> _Query[str]:
+        """runq.cancel: cancelled, cancel_requested or already_terminal."""
+        return _value(str, "cancel", {"run_id": run_id}, {"reason": reason})
+
+    @_Call
+    def get_run(self, run_id: int) -> _Query[types.Run]:
+        """runq.get_run. Raises RunNotFound."""
+        return _row(types.Run, "get_run", {"run_id": run_id})
+
+    @_Call
+    def run_events(self, run_id: int) -> _Query[list[types.Event]]:
+        """runq.run_events: the run's events in order. Raises RunNotFound."""
+        return _rows(types.Event, "run_events", {"run_id": run_id})
+
+    # -- workers ------------------------------------------------------------
+
+    @_Call
+    def claim(
+        self,
+        classes: Sequence[int],
+        *,
+        worker_id: str | None = None,
+        lease: timedelta | None = None,
+        max_runs: int | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> _Query[list[types.ClaimedRun]]:
+        """runq.claim: up to max_runs ready runs of these classes (and of
+        these kinds, when given); [] when nothing is ready."""
+        return _rows(types.ClaimedRun, "claim", {"classes": list(classes)},
+                     {"worker_id": worker_id, "lease": lease, "max_runs": max_runs,
+                      "kinds": None if kinds is None else list(kinds)})
+
+    @_Call
+    def heartbeat(self, run_id: int, epoch: int) -> _Query[bool]:
+        """runq.heartbeat: extend the lease; False means stop."""
+        return _value(bool, "heartbeat", {"run_id": run_id, "epoch": epoch})
+
+    @_Call
+    def complete(self, run_id: int, epoch: int, result: Any = None) -> _Query[bool]:
+        """runq.complete: the run succeeded; False when fenced."""
+        return _value(bool, "complete", {"run_id": run_id, "epoch": epoch},
+                      {"result": _jsonb(result)})
+
+    @_Call
+    def fail(self, run_id: int, epoch: int, failure: Mapping[str, Any]) -> _Query[bool]:
+        """runq.fail: the run failed for good (failure holds at least a code)."""
+        return _value(bool, "fail", {"run_id": run_id, "epoch": epoch, "failure": _jsonb(failure)})
+
+    @_Call
+    def release(self, run_id: int, epoch: int) -> _Query[bool]:
+        """runq.release: give the lease back now (graceful shutdown)."""
+        return _value(bool, "release", {"run_id": run_id, "epoch": epoch})
+
+    @_Call
+    def ask_user(self, run_id: int, epoch: int, question: Any) -> _Query[bool]:
+        """runq.ask_user: the run waits for the user's input."""
+        return _value(bool, "ask_user",
+                      {"run_id": run_id, "epoch": epoch, "question": _jsonb(question)})
+
+    @_Call
+    def checkpoint(self, run_id: int, epoch: int, state: Any) -> _Query[bool]:
+        """runq.checkpoint: the loop state a later claim resumes from."""
+        return _value(bool, "checkpoint",
+                      {"run_id": run_id, "epoch": epoch, "state": _jsonb(state)})
+
+    @_Call
+    def begin_turn(self, run_id: int, epoch: int) -> _Query[bool]:
+        """runq.begin_turn: call before a chargeable model call."""
+        return _value(bool, "begin_turn", {"run_id": run_id, "epoch": epoch})
+
+    @_Call
+    def begin_tool(self, run_id: int, epoch: int, call_id: str, tool: str, idempotency: str,
+                   args: Mapping[str, Any] | None = None) -> _Query[bool]:
+        """runq.begin_tool: call before the tool executes; idempotency is
+        read_only, idempotent or non_idempotent."""
+        return _value(bool, "begin_tool", {
+            "run_id": run_id, "epoch": epoch, "call_id": call_id, "tool": tool,
+            "idempotency": idempotency}, {"args": _jsonb(args)})
+
+    @_Call
+    def end_tool(self, run_id: int, epoch: int, call_id: str, outcome: Any) -> _Query[bool]:
+        """runq.end_tool: the tool call's outcome."""
+        return _value(bool, "end_tool", {"run_id": run_id, "epoch": epoch,
+                                         "call_id": call_id, "outcome": _jsonb(outcome)})
+
+    @_Call
+    def tool_calls(self, run_id: int) -> _Query[list[types.ToolCall]]:
+        """runq.tool_calls: the run's tool calls."""
+        return _rows(types.ToolCall, "tool_calls", {"run_id": run_id})
+
+    # -- operators ----------------------------------------------------------
+
+    @_Call
+    def sweep(self, max_runs: int | None = None) -> _Query[list[types.SweepAction]]:
+        """runq.sweep: what it did to each run it touched."""
+        return _rows(types.SweepAction, "sweep", {}, {"max_runs": max_runs})
+
+    @_Call
+    def redrive(self, run_id: int, reason: str | None = None) -> _Query[bool]:
+        """runq.redrive: a failed run back to queued. Raises InvalidRunState,
+        SessionBusy, RunNotFound."""
+        return _value(bool, "redrive", {"run_id": run_id}, {"reason": reason})
+
+    @_Call
+    def orphan_report(self, stale_after: timedelta | None = None
+                      ) -> _Query[list[types.OrphanGroup]]:
+        """runq.orphan_report: running runs by owner, staleness and work done."""
+        return _rows(types.OrphanGroup, "orphan_report", {}, {"stale_after": stale_after})
+
+    @_Call
+    def queue_stats(self) -> _Query[list[types.QueueStats]]:
+        """The runq.queue_stats view, by priority."""
+        return _Query(sql.SQL("SELECT * FROM runq.queue_stats ORDER BY priority"), {},
+                      class_row(types.QueueStats), list)
+
+    @_Call
+    def dead_letter(self, max_runs: int | None = None) -> _Query[list[types.Run]]:
+        """runq.dead_letter: failed runs, most recently finished first."""
+        return _rows(types.Run, "dead_letter", {}, {"max_runs": max_runs})
+
+    @_Call
+    def purge(self, older_than: timedelta, max_runs: int | None = None,
+              include_failed: bool | None = None) -> _Query[int]:
+        """runq.purge: delete one batch of runs finished before older_than ago
+        (failed ones only with include_failed), with everything they own.
+        Returns how many it deleted: call again until that is fewer than max_runs."""
+        return _value(int, "purge", {"older_than": older_than},
+                      {"max_runs": max_runs, "include_failed": include_failed})
+
+
+class Client(_Calls[psycopg.Connection[Any], ConnectionPool[Any]]):
+    """Synchronous runq client; see the module's documentation."""
 
     @classmethod
     def connect(cls, conninfo: str = "", **kwargs: Any) -> Client:
@@ -145,188 +406,25 @@ class Client:
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        source = self._source
+        source = self._target()
         if isinstance(source, ConnectionPool):
             with source.connection() as conn:
                 yield conn
-        elif isinstance(source, str):
-            if self._owned is None:
-                raise RuntimeError(_NOT_OPEN.format("Client", "Client"))
-            yield self._owned
-        elif source.autocommit and source.info.transaction_status == IDLE:
+        elif self._as_is(source):
             yield source
         else:  # a transaction of its own, or a savepoint in the caller's
             with source.transaction():
                 yield source
 
-    def _rows(self, row: type[T], query: sql.SQL | sql.Composed,
-              args: Mapping[str, Any]) -> list[T]:
+    def _execute(self, query: _Query[R]) -> R:
         with _runq_errors(), self._connection() as conn, \
-                conn.cursor(row_factory=class_row(row)) as cur:
-            cur.execute(query, args)
-            return cur.fetchall()
-
-    def _value(self, typ: type[T], function: str, required: Mapping[str, Any],
-               optional: Mapping[str, Any] | None = None) -> T:
-        query, args = _call(function, required, optional)
-        with _runq_errors(), self._connection() as conn, \
-                conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute(query, args)
-            return _scalar(function, typ, cur.fetchone())
-
-    # -- submitters ---------------------------------------------------------
-
-    def submit(
-        self,
-        tenant_id: str,
-        kind: str,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        session_id: str | None = None,
-        priority: int | None = None,
-        idempotency_key: str | None = None,
-        principal_id: str | None = None,
-        scheduled_for: datetime | None = None,
-        max_attempts: int | None = None,
-        recovery_policy: str | None = None,
-        queue_ttl: timedelta | None = None,
-    ) -> Submitted:
-        """runq.submit: outcome created, duplicate or input_delivered.
-        Raises IdempotencyConflict, SessionBusy, InvalidArgument."""
-        query, args = _call("submit", {"tenant_id": tenant_id, "kind": kind}, {
-            "payload": _jsonb(payload), "session_id": session_id, "priority": priority,
-            "idempotency_key": idempotency_key, "principal_id": principal_id,
-            "scheduled_for": scheduled_for, "max_attempts": max_attempts,
-            "recovery_policy": recovery_policy, "queue_ttl": queue_ttl})
-        return self._rows(Submitted, query, args)[0]
-
-    def deliver_input(self, run_id: int, input: Any) -> bool:
-        """runq.deliver_input: answer a waiting_for_user run and requeue it."""
-        return self._value(bool, "deliver_input", {"run_id": run_id, "input": _jsonb(input)})
-
-    def cancel(self, run_id: int, reason: str | None = None) -> str:
-        """runq.cancel: cancelled, cancel_requested or already_terminal."""
-        return self._value(str, "cancel", {"run_id": run_id}, {"reason": reason})
-
-    def get_run(self, run_id: int) -> Run:
-        """runq.get_run. Raises RunNotFound."""
-        return self._rows(Run, *_call("get_run", {"run_id": run_id}))[0]
-
-    def run_events(self, run_id: int) -> list[Event]:
-        """runq.run_events: the run's events in order. Raises RunNotFound."""
-        return self._rows(Event, *_call("run_events", {"run_id": run_id}))
-
-    # -- workers ------------------------------------------------------------
-
-    def claim(
-        self,
-        classes: Sequence[int],
-        *,
-        worker_id: str | None = None,
-        lease: timedelta | None = None,
-        max_runs: int | None = None,
-        kinds: Sequence[str] | None = None,
-    ) -> list[ClaimedRun]:
-        """runq.claim: up to max_runs ready runs of these classes (and of
-        these kinds, when given); [] when nothing is ready."""
-        query, args = _call("claim", {"classes": list(classes)},
-                            {"worker_id": worker_id, "lease": lease, "max_runs": max_runs,
-                             "kinds": None if kinds is None else list(kinds)})
-        return self._rows(ClaimedRun, query, args)
-
-    def heartbeat(self, run_id: int, epoch: int) -> bool:
-        """runq.heartbeat: extend the lease; False means stop."""
-        return self._value(bool, "heartbeat", {"run_id": run_id, "epoch": epoch})
-
-    def complete(self, run_id: int, epoch: int, result: Any = None) -> bool:
-        """runq.complete: the run succeeded; False when fenced."""
-        return self._value(bool, "complete", {"run_id": run_id, "epoch": epoch},
-                           {"result": _jsonb(result)})
-
-    def fail(self, run_id: int, epoch: int, failure: Mapping[str, Any]) -> bool:
-        """runq.fail: the run failed for good (failure holds at least a code)."""
-        return self._value(bool, "fail",
-                           {"run_id": run_id, "epoch": epoch, "failure": _jsonb(failure)})
-
-    def release(self, run_id: int, epoch: int) -> bool:
-        """runq.release: give the lease back now (graceful shutdown)."""
-        return self._value(bool, "release", {"run_id": run_id, "epoch": epoch})
-
-    def ask_user(self, run_id: int, epoch: int, question: Any) -> bool:
-        """runq.ask_user: the run waits for the user's input."""
-        return self._value(bool, "ask_user",
-                           {"run_id": run_id, "epoch": epoch, "question": _jsonb(question)})
-
-    def checkpoint(self, run_id: int, epoch: int, state: Any) -> bool:
-        """runq.checkpoint: the loop state a later claim resumes from."""
-        return self._value(bool, "checkpoint",
-                           {"run_id": run_id, "epoch": epoch, "state": _jsonb(state)})
-
-    def begin_turn(self, run_id: int, epoch: int) -> bool:
-        """runq.begin_turn: call before a chargeable model call."""
-        return self._value(bool, "begin_turn", {"run_id": run_id, "epoch": epoch})
-
-    def begin_tool(self, run_id: int, epoch: int, call_id: str, tool: str, idempotency: str,
-                   args: Mapping[str, Any] | None = None) -> bool:
-        """runq.begin_tool: call before the tool executes; idempotency is
-        read_only, idempotent or non_idempotent."""
-        return self._value(bool, "begin_tool", {
-            "run_id": run_id, "epoch": epoch, "call_id": call_id, "tool": tool,
-            "idempotency": idempotency}, {"args": _jsonb(args)})
-
-    def end_tool(self, run_id: int, epoch: int, call_id: str, outcome: Any) -> bool:
-        """runq.end_tool: the tool call's outcome."""
-        return self._value(bool, "end_tool", {"run_id": run_id, "epoch": epoch,
-                                              "call_id": call_id, "outcome": _jsonb(outcome)})
-
-    def tool_calls(self, run_id: int) -> list[ToolCall]:
-        """runq.tool_calls: the run's tool calls."""
-        return self._rows(ToolCall, *_call("tool_calls", {"run_id": run_id}))
-
-    # -- operators ----------------------------------------------------------
-
-    def sweep(self, max_runs: int | None = None) -> list[SweepAction]:
-        """runq.sweep: what it did to each run it touched."""
-        return self._rows(SweepAction, *_call("sweep", {}, {"max_runs": max_runs}))
-
-    def redrive(self, run_id: int, reason: str | None = None) -> bool:
-        """runq.redrive: a failed run back to queued. Raises InvalidRunState,
-        SessionBusy, RunNotFound."""
-        return self._value(bool, "redrive", {"run_id": run_id}, {"reason": reason})
-
-    def orphan_report(self, stale_after: timedelta | None = None) -> list[OrphanGroup]:
-        """runq.orphan_report: running runs by owner, staleness and work done."""
-        return self._rows(OrphanGroup, *_call("orphan_report", {},
-                                              {"stale_after": stale_after}))
-
-    def queue_stats(self) -> list[QueueStats]:
-        """The runq.queue_stats view, by priority."""
-        return self._rows(QueueStats, _QUEUE_STATS, {})
-
-    def dead_letter(self, max_runs: int | None = None) -> list[Run]:
-        """runq.dead_letter: failed runs, most recently finished first."""
-        return self._rows(Run, *_call("dead_letter", {}, {"max_runs": max_runs}))
-
-    def purge(self, older_than: timedelta, max_runs: int | None = None,
-              include_failed: bool | None = None) -> int:
-        """runq.purge: delete one batch of runs finished before older_than ago
-        (failed ones only with include_failed), with everything they own.
-        Returns how many it deleted: call again until that is fewer than max_runs."""
-        return self._value(int, "purge", {"older_than": older_than},
-                           {"max_runs": max_runs, "include_failed": include_failed})
+                conn.cursor(row_factory=query.row_factory) as cur:
+            cur.execute(query.statement, query.params)
+            return query.decode(cur.fetchall())
 
 
-class AsyncClient:
+class AsyncClient(_Calls[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]]):
     """asyncio runq client: the same methods as Client, awaited."""
-
-    def __init__(
-        self,
-        source: str | psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any],
-        **connect_kwargs: Any,
-    ) -> None:
-        self._source = source
-        self._connect_kwargs = connect_kwargs
-        self._owned: psycopg.AsyncConnection[Any] | None = None
 
     @classmethod
     def connect(cls, conninfo: str = "", **kwargs: Any) -> AsyncClient:
@@ -352,175 +450,19 @@ class AsyncClient:
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        source = self._source
+        source = self._target()
         if isinstance(source, AsyncConnectionPool):
             async with source.connection() as conn:
                 yield conn
-        elif isinstance(source, str):
-            if self._owned is None:
-                raise RuntimeError(_NOT_OPEN.format("AsyncClient", "AsyncClient"))
-            yield self._owned
-        elif source.autocommit and source.info.transaction_status == IDLE:
+        elif self._as_is(source):
             yield source
         else:  # a transaction of its own, or a savepoint in the caller's
             async with source.transaction():
                 yield source
 
-    async def _rows(self, row: type[T], query: sql.SQL | sql.Composed,
-                    args: Mapping[str, Any]) -> list[T]:
+    async def _execute(self, query: _Query[R]) -> R:
         with _runq_errors():
             async with self._connection() as conn, \
-                    conn.cursor(row_factory=class_row(row)) as cur:
-                await cur.execute(query, args)
-                return await cur.fetchall()
-
-    async def _value(self, typ: type[T], function: str, required: Mapping[str, Any],
-                     optional: Mapping[str, Any] | None = None) -> T:
-        query, args = _call(function, required, optional)
-        with _runq_errors():
-            async with self._connection() as conn, \
-                    conn.cursor(row_factory=tuple_row) as cur:
-                await cur.execute(query, args)
-                return _scalar(function, typ, await cur.fetchone())
-
-    # -- submitters ---------------------------------------------------------
-
-    async def submit(
-        self,
-        tenant_id: str,
-        kind: str,
-        payload: Mapping[str, Any] | None = None,
-        *,
-        session_id: str | None = None,
-        priority: int | None = None,
-        idempotency_key: str | None = None,
-        principal_id: str | None = None,
-        scheduled_for: datetime | None = None,
-        max_attempts: int | None = None,
-        recovery_policy: str | None = None,
-        queue_ttl: timedelta | None = None,
-    ) -> Submitted:
-        """runq.submit: outcome created, duplicate or input_delivered.
-        Raises IdempotencyConflict, SessionBusy, InvalidArgument."""
-        query, args = _call("submit", {"tenant_id": tenant_id, "kind": kind}, {
-            "payload": _jsonb(payload), "session_id": session_id, "priority": priority,
-            "idempotency_key": idempotency_key, "principal_id": principal_id,
-            "scheduled_for": scheduled_for, "max_attempts": max_attempts,
-            "recovery_policy": recovery_policy, "queue_ttl": queue_ttl})
-        return (await self._rows(Submitted, query, args))[0]
-
-    async def deliver_input(self, run_id: int, input: Any) -> bool:
-        """runq.deliver_input: answer a waiting_for_user run and requeue it."""
-        return await self._value(bool, "deliver_input",
-                                 {"run_id": run_id, "input": _jsonb(input)})
-
-    async def cancel(self, run_id: int, reason: str | None = None) -> str:
-        """runq.cancel: cancelled, cancel_requested or already_terminal."""
-        return await self._value(str, "cancel", {"run_id": run_id}, {"reason": reason})
-
-    async def get_run(self, run_id: int) -> Run:
-        """runq.get_run. Raises RunNotFound."""
-        return (await self._rows(Run, *_call("get_run", {"run_id": run_id})))[0]
-
-    async def run_events(self, run_id: int) -> list[Event]:
-        """runq.run_events: the run's events in order. Raises RunNotFound."""
-        return await self._rows(Event, *_call("run_events", {"run_id": run_id}))
-
-    # -- workers ------------------------------------------------------------
-
-    async def claim(
-        self,
-        classes: Sequence[int],
-        *,
-        worker_id: str | None = None,
-        lease: timedelta | None = None,
-        max_runs: int | None = None,
-        kinds: Sequence[str] | None = None,
-    ) -> list[ClaimedRun]:
-        """runq.claim: up to max_runs ready runs of these classes (and of
-        these kinds, when given); [] when nothing is ready."""
-        query, args = _call("claim", {"classes": list(classes)},
-                            {"worker_id": worker_id, "lease": lease, "max_runs": max_runs,
-                             "kinds": None if kinds is None else list(kinds)})
-        return await self._rows(ClaimedRun, query, args)
-
-    async def heartbeat(self, run_id: int, epoch: int) -> bool:
-        """runq.heartbeat: extend the lease; False means stop."""
-        return await self._value(bool, "heartbeat", {"run_id": run_id, "epoch": epoch})
-
-    async def complete(self, run_id: int, epoch: int, result: Any = None) -> bool:
-        """runq.complete: the run succeeded; False when fenced."""
-        return await self._value(bool, "complete", {"run_id": run_id, "epoch": epoch},
-                                 {"result": _jsonb(result)})
-
-    async def fail(self, run_id: int, epoch: int, failure: Mapping[str, Any]) -> bool:
-        """runq.fail: the run failed for good (failure holds at least a code)."""
-        return await self._value(bool, "fail",
-                                 {"run_id": run_id, "epoch": epoch, "failure": _jsonb(failure)})
-
-    async def release(self, run_id: int, epoch: int) -> bool:
-        """runq.release: give the lease back now (graceful shutdown)."""
-        return await self._value(bool, "release", {"run_id": run_id, "epoch": epoch})
-
-    async def ask_user(self, run_id: int, epoch: int, question: Any) -> bool:
-        """runq.ask_user: the run waits for the user's input."""
-        return await self._value(bool, "ask_user", {"run_id": run_id, "epoch": epoch,
-                                                    "question": _jsonb(question)})
-
-    async def checkpoint(self, run_id: int, epoch: int, state: Any) -> bool:
-        """runq.checkpoint: the loop state a later claim resumes from."""
-        return await self._value(bool, "checkpoint",
-                                 {"run_id": run_id, "epoch": epoch, "state": _jsonb(state)})
-
-    async def begin_turn(self, run_id: int, epoch: int) -> bool:
-        """runq.begin_turn: call before a chargeable model call."""
-        return await self._value(bool, "begin_turn", {"run_id": run_id, "epoch": epoch})
-
-    async def begin_tool(self, run_id: int, epoch: int, call_id: str, tool: str,
-                         idempotency: str, args: Mapping[str, Any] | None = None) -> bool:
-        """runq.begin_tool: call before the tool executes; idempotency is
-        read_only, idempotent or non_idempotent."""
-        return await self._value(bool, "begin_tool", {
-            "run_id": run_id, "epoch": epoch, "call_id": call_id, "tool": tool,
-            "idempotency": idempotency}, {"args": _jsonb(args)})
-
-    async def end_tool(self, run_id: int, epoch: int, call_id: str, outcome: Any) -> bool:
-        """runq.end_tool: the tool call's outcome."""
-        return await self._value(bool, "end_tool", {
-            "run_id": run_id, "epoch": epoch, "call_id": call_id, "outcome": _jsonb(outcome)})
-
-    async def tool_calls(self, run_id: int) -> list[ToolCall]:
-        """runq.tool_calls: the run's tool calls."""
-        return await self._rows(ToolCall, *_call("tool_calls", {"run_id": run_id}))
-
-    # -- operators ----------------------------------------------------------
-
-    async def sweep(self, max_runs: int | None = None) -> list[SweepAction]:
-        """runq.sweep: what it did to each run it touched."""
-        return await self._rows(SweepAction, *_call("sweep", {}, {"max_runs": max_runs}))
-
-    async def redrive(self, run_id: int, reason: str | None = None) -> bool:
-        """runq.redrive: a failed run back to queued. Raises InvalidRunState,
-        SessionBusy, RunNotFound."""
-        return await self._value(bool, "redrive", {"run_id": run_id}, {"reason": reason})
-
-    async def orphan_report(self, stale_after: timedelta | None = None) -> list[OrphanGroup]:
-        """runq.orphan_report: running runs by owner, staleness and work done."""
-        return await self._rows(OrphanGroup, *_call("orphan_report", {},
-                                                    {"stale_after": stale_after}))
-
-    async def queue_stats(self) -> list[QueueStats]:
-        """The runq.queue_stats view, by priority."""
-        return await self._rows(QueueStats, _QUEUE_STATS, {})
-
-    async def dead_letter(self, max_runs: int | None = None) -> list[Run]:
-        """runq.dead_letter: failed runs, most recently finished first."""
-        return await self._rows(Run, *_call("dead_letter", {}, {"max_runs": max_runs}))
-
-    async def purge(self, older_than: timedelta, max_runs: int | None = None,
-                    include_failed: bool | None = None) -> int:
-        """runq.purge: delete one batch of runs finished before older_than ago
-        (failed ones only with include_failed), with everything they own.
-        Returns how many it deleted: call again until that is fewer than max_runs."""
-        return await self._value(int, "purge", {"older_than": older_than},
-                                 {"max_runs": max_runs, "include_failed": include_failed})
+                    conn.cursor(row_factory=query.row_factory) as cur:
+                await cur.execute(query.statement, query.params)
+                return query.decode(await cur.fetchall())
