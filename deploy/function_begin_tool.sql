@@ -93,6 +93,6 @@ GRANT EXECUTE ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, json
 
 COMMENT ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) IS
 $c$Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool's class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch), 22023 (bad argument).$c$;
+Raises 22023 (NULL run_id or epoch, a call_id or tool not of 1 to 256 characters, an idempotency not read_only, idempotent or non_idempotent, args not an object), RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch).$c$;
 
 COMMIT;

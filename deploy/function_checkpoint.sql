@@ -61,6 +61,6 @@ GRANT EXECUTE ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) TO runq_worker,
 
 COMMENT ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) IS
 $c$Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), 22023 (NULL state).$c$;
+Raises 22023 (NULL run_id, epoch or state), RQ003 (no such run).$c$;
 
 COMMIT;

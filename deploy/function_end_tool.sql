@@ -74,6 +74,6 @@ GRANT EXECUTE ON FUNCTION runq.end_tool(bigint, bigint, text, jsonb) TO runq_wor
 
 COMMENT ON FUNCTION runq.end_tool(bigint, bigint, text, jsonb) IS
 $c$Record the outcome of tool call call_id of a run this worker holds under epoch (also after cancel was requested: the effect happened). Returns true, or false when fenced.
-Raises RQ003 (no such run), RQ004 (the call is not in status started), 22023 (NULL outcome, or a call_id the run never began).$c$;
+Raises 22023 (NULL run_id, epoch or outcome, a call_id not of 1 to 256 characters or never begun by the run), RQ003 (no such run), RQ004 (the call is not in status started).$c$;
 
 COMMIT;

@@ -4467,7 +4467,7 @@ GRANT EXECUTE ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, json
 
 COMMENT ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) IS
 $c$Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool's class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch), 22023 (bad argument).$c$;
+Raises 22023 (NULL run_id or epoch, a call_id or tool not of 1 to 256 characters, an idempotency not read_only, idempotent or non_idempotent, args not an object), RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch).$c$;
 
 COMMIT;
 
@@ -5268,7 +5268,7 @@ GRANT EXECUTE ON FUNCTION runq.ask_user(bigint, bigint, jsonb) TO runq_worker, r
 
 COMMENT ON FUNCTION runq.ask_user(bigint, bigint, jsonb) IS
 $c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), 22023 (NULL question).$c$;
+Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
 
 COMMIT;
 
@@ -5337,7 +5337,7 @@ GRANT EXECUTE ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) TO runq_worker,
 
 COMMENT ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) IS
 $c$Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), 22023 (NULL state).$c$;
+Raises 22023 (NULL run_id, epoch or state), RQ003 (no such run).$c$;
 
 COMMIT;
 
@@ -5419,6 +5419,43 @@ GRANT EXECUTE ON FUNCTION runq.end_tool(bigint, bigint, text, jsonb) TO runq_wor
 
 COMMENT ON FUNCTION runq.end_tool(bigint, bigint, text, jsonb) IS
 $c$Record the outcome of tool call call_id of a run this worker holds under epoch (also after cancel was requested: the effect happened). Returns true, or false when fenced.
-Raises RQ003 (no such run), RQ004 (the call is not in status started), 22023 (NULL outcome, or a call_id the run never began).$c$;
+Raises 22023 (NULL run_id, epoch or outcome, a call_id not of 1 to 256 characters or never begun by the run), RQ003 (no such run), RQ004 (the call is not in status started).$c$;
+
+COMMIT;
+
+-- ==== deploy/comments_raises.sql ====
+
+-- Deploy runq:comments_raises to pg
+-- requires: function_begin_turn
+-- requires: function_complete
+-- requires: function_heartbeat
+-- requires: function_release
+-- requires: function_fail
+
+BEGIN;
+
+-- These five worker calls raise 22023 for a NULL run_id or epoch (through
+-- runq._refuse) but their comments, and so docs/API.md, did not say so.
+-- COMMENT ON takes only a lock on the function's catalog row.
+
+COMMENT ON FUNCTION runq.begin_turn(bigint,bigint) IS
+$c$Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run's turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMENT ON FUNCTION runq.complete(bigint,bigint,jsonb) IS
+$c$Mark a run this worker holds under epoch succeeded, with an optional result. Returns true, or false when fenced (the run is no longer running under this epoch; nothing changes but one run.fenced event).
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMENT ON FUNCTION runq.heartbeat(bigint,bigint) IS
+$c$Extend the lease of a run this worker holds under epoch by the lease's length. Returns true, or false when the worker must stop: the run is no longer running under this epoch (fenced: one run.fenced event is logged) or cancel was requested (the run becomes cancelled now).
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMENT ON FUNCTION runq.release(bigint,bigint) IS
+$c$Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled. Returns true, or false when fenced.
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMENT ON FUNCTION runq.fail(bigint,bigint,jsonb) IS
+$c$Fail a run this worker holds under epoch, permanently: it goes to the dead letter (status failed) and is never retried by the queue; runq.redrive brings it back. failure is an object with a string code and optionally a message; attempt, epoch and at are added. Returns true, or false when fenced.
+Raises 22023 (NULL run_id or epoch, a failure that is not an object with a string code), RQ003 (no such run).$c$;
 
 COMMIT;
