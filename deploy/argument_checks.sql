@@ -20,24 +20,33 @@ SET LOCAL statement_timeout = '10s';
 
 -- It only raises. It returns boolean so that a check reads `CASE WHEN rule
 -- THEN true ELSE runq._bad_argument(...) END`: CASE evaluates no branch it
--- does not take, so a good value never reaches it. STABLE, not IMMUTABLE:
--- the planner folds an immutable call whose arguments are all constants, and
--- would raise while planning a branch it was never going to take. A check
--- that calls it is STABLE too, so that the planner still inlines the check.
+-- does not take, so a good value never reaches it. It is IMMUTABLE, and so
+-- are the checks, because a mutable function in a PL/pgSQL expression costs
+-- a snapshot and a command counter increment each time the expression runs
+-- (claim's checks cost 2.7 % of a claim and complete cycle that way,
+-- measured with bench/instructions.py), and a check calling a mutable
+-- function could not be IMMUTABLE and still be inlined. The price: the
+-- planner folds an immutable call whose arguments are all constants, even in
+-- a branch not taken. So the last argument always derives from the checked
+-- value: then it is a constant only when the value is, and a constant value
+-- that reaches the ELSE branch is a bad one, rightly refused while planning.
+-- got is polymorphic, and shown as text here, because most casts to text are
+-- STABLE (they read DateStyle, IntervalStyle, the time zone): one in a
+-- check's body would stop its inlining.
 --
 -- A check is true or raises; it is never false. So where a caller writes
 -- `check AND check`, no check can be skipped: the planner may skip an arm of
 -- AND only when another is false. Never AND a check with anything else.
-CREATE FUNCTION runq._bad_argument(argument text, expected text, got text)
+CREATE FUNCTION runq._bad_argument(argument text, expected text, got anyelement)
     RETURNS boolean
     LANGUAGE plpgsql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RAISE EXCEPTION USING ERRCODE = '22023',
-        MESSAGE = format('%s must be %s, got %s', argument, expected, got);
+        MESSAGE = format('%s must be %s, got %s', argument, expected, left(coalesce(got::text, 'NULL'), 200));
 END
 $$;
 
@@ -46,7 +55,7 @@ $$;
 CREATE FUNCTION runq._check_identifier(argument text, value text, optional boolean DEFAULT false)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN (optional AND value IS NULL)
               OR length(value) BETWEEN 1 AND 256
@@ -61,11 +70,11 @@ RETURN CASE WHEN (optional AND value IS NULL)
 CREATE FUNCTION runq._check_count(argument text, value integer)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN value >= 1
             THEN true
-            ELSE runq._bad_argument(argument, 'at least 1', coalesce(value::text, 'NULL'))
+            ELSE runq._bad_argument(argument, 'at least 1', value)
        END;
 
 -- A length of time (lease, queue_ttl, stale_after), NULL meaning the
@@ -73,12 +82,12 @@ RETURN CASE WHEN value >= 1
 CREATE FUNCTION runq._check_duration(argument text, value interval)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN value IS NULL
               OR (value > interval '0' AND value < interval '1000 years')
             THEN true
-            ELSE runq._bad_argument(argument, 'positive and under 1000 years', value::text)
+            ELSE runq._bad_argument(argument, 'positive and under 1000 years', value)
        END;
 
 -- A document the queue keeps and hands back (payload, tool args): an object,
@@ -86,11 +95,11 @@ RETURN CASE WHEN value IS NULL
 CREATE FUNCTION runq._check_object(argument text, value jsonb)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN jsonb_typeof(value) = 'object'
             THEN true
-            ELSE runq._bad_argument(argument, 'a jsonb object', coalesce(jsonb_typeof(value), 'NULL'))
+            ELSE runq._bad_argument(argument, 'a jsonb object', jsonb_typeof(value))
        END;
 
 -- A JSON value the queue keeps (a question, a state, an outcome, an input):
@@ -98,34 +107,40 @@ RETURN CASE WHEN jsonb_typeof(value) = 'object'
 CREATE FUNCTION runq._check_jsonb(argument text, value jsonb)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN value IS NOT NULL
             THEN true
-            ELSE runq._bad_argument(argument, 'a jsonb value', 'NULL')
+            ELSE runq._bad_argument(argument, 'a jsonb value', value)
        END;
 
--- One of a fixed set of words (recovery_policy, a tool call's idempotency).
-CREATE FUNCTION runq._check_choice(argument text, value text, choices text[])
+-- One of a fixed set of words (recovery_policy, a tool call's idempotency),
+-- given as one string, 'a, b, c': the array functions that would join a list
+-- into a message are STABLE, and would stop this check's inlining.
+CREATE FUNCTION runq._check_choice(argument text, value text, choices text)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
-RETURN CASE WHEN value = ANY (choices)
+RETURN CASE WHEN value = ANY (string_to_array(choices, ', '))
             THEN true
-            ELSE runq._bad_argument(argument, 'one of ' || array_to_string(choices, ', '),
-                                    quote_nullable(left(value, 100)))
+            ELSE runq._bad_argument(argument, 'one of ' || choices, quote_nullable(left(value, 100)))
        END;
 
--- Only for a message, so not inlined (a subquery would stop the inlining of
--- the check that calls it).
+-- What claim's message shows for bad classes: the first NULL or
+-- out-of-range class, which may stand anywhere in a long list, else the list
+-- itself. Only for a message, so not inlined (its subquery would stop the
+-- inlining of the check that calls it). IMMUTABLE although it casts an
+-- integer array to text, which PostgreSQL marks STABLE: integers print the
+-- same under every setting.
 CREATE FUNCTION runq._first_bad_class(value integer[])
     RETURNS text
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
-RETURN (SELECT coalesce(c::text, 'NULL') FROM unnest(value) AS c
-         WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1);
+RETURN coalesce((SELECT coalesce(c::text, 'NULL') FROM unnest(value) AS c
+                  WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1),
+                left(value::text, 100));
 
 -- Priority classes to claim from (claim's classes): a non-empty list of
 -- classes a run can have. The message names the first bad class, which may
@@ -133,21 +148,21 @@ RETURN (SELECT coalesce(c::text, 'NULL') FROM unnest(value) AS c
 CREATE FUNCTION runq._check_classes(argument text, value integer[])
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN cardinality(value) > 0 AND array_ndims(value) = 1
                  AND 0 <= ALL (value) AND 32767 >= ALL (value)
             THEN true
             ELSE runq._bad_argument(argument,
                                     'a non-empty one-dimensional array of classes between 0 and 32767',
-                                    coalesce(runq._first_bad_class(value), left(value::text, 100), 'NULL'))
+                                    runq._first_bad_class(value))
        END;
 
 -- Names to match (claim's kinds): NULL for any, else a non-empty list.
 CREATE FUNCTION runq._check_names(argument text, value text[])
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN value IS NULL
               OR (cardinality(value) > 0 AND array_ndims(value) = 1
@@ -155,7 +170,7 @@ RETURN CASE WHEN value IS NULL
             THEN true
             ELSE runq._bad_argument(argument,
                                     'NULL or a non-empty one-dimensional array without NULLs',
-                                    left(value::text, 200))
+                                    value)
        END;
 
 -- A run looked up by id and not there: a NULL id is a bad argument, any
@@ -169,19 +184,19 @@ CREATE FUNCTION runq._run_not_found(run_id bigint)
 AS $$
 BEGIN
     IF run_id IS NULL THEN
-        PERFORM runq._bad_argument('run_id', 'given', 'NULL');
+        PERFORM runq._bad_argument('run_id', 'given', run_id);
     END IF;
     RAISE EXCEPTION USING ERRCODE = 'RQ003', MESSAGE = format('run %s not found', run_id);
 END
 $$;
 
-REVOKE ALL ON FUNCTION runq._bad_argument(text, text, text), runq._check_identifier(text, text, boolean),
+REVOKE ALL ON FUNCTION runq._bad_argument(text, text, anyelement), runq._check_identifier(text, text, boolean),
     runq._check_count(text, integer), runq._check_duration(text, interval),
-    runq._check_object(text, jsonb), runq._check_jsonb(text, jsonb), runq._check_choice(text, text, text[]),
+    runq._check_object(text, jsonb), runq._check_jsonb(text, jsonb), runq._check_choice(text, text, text),
     runq._check_classes(text, integer[]), runq._first_bad_class(integer[]),
     runq._check_names(text, text[]), runq._run_not_found(bigint) FROM PUBLIC;
 
-COMMENT ON FUNCTION runq._bad_argument(text, text, text) IS
+COMMENT ON FUNCTION runq._bad_argument(text, text, anyelement) IS
     'Internal: raises 22023 "<argument> must be <expected>, got <got>". Never returns.';
 COMMENT ON FUNCTION runq._check_identifier(text, text, boolean) IS
     'Internal: true when value is a name of 1 to 256 characters (or NULL, when optional); else raises 22023 naming argument and value.';
@@ -193,12 +208,12 @@ COMMENT ON FUNCTION runq._check_object(text, jsonb) IS
     'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
 COMMENT ON FUNCTION runq._check_jsonb(text, jsonb) IS
     'Internal: true when value is a jsonb value (JSON null included), not SQL NULL; else raises 22023 naming argument.';
-COMMENT ON FUNCTION runq._check_choice(text, text, text[]) IS
+COMMENT ON FUNCTION runq._check_choice(text, text, text) IS
     'Internal: true when value is one of choices; else raises 22023 naming argument, the choices and value.';
 COMMENT ON FUNCTION runq._check_classes(text, integer[]) IS
     'Internal: true when value is a non-empty one-dimensional array of classes between 0 and 32767; else raises 22023 naming argument and value.';
 COMMENT ON FUNCTION runq._first_bad_class(integer[]) IS
-    'Internal: the first NULL or out-of-range class of value, as text, for a message; NULL when there is none.';
+    'Internal: for a message, the first NULL or out-of-range class of value, else value itself (at most 100 characters), as text.';
 COMMENT ON FUNCTION runq._check_names(text, text[]) IS
     'Internal: true when value is NULL or a non-empty one-dimensional array without NULLs; else raises 22023 naming argument and value.';
 COMMENT ON FUNCTION runq._run_not_found(bigint) IS

@@ -7,9 +7,11 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- These five worker calls raise 22023 for a NULL run_id or epoch (through
 -- runq._refuse) but their comments, and so docs/API.md, did not say so.
--- COMMENT ON takes only a lock on the function's catalog row.
 
 COMMENT ON FUNCTION runq.begin_turn(bigint,bigint) IS
 $c$Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run's turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).

@@ -50,7 +50,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM runq._run_not_found(_refuse.run_id);
     ELSIF _refuse.epoch IS NULL THEN
-        PERFORM runq._bad_argument('epoch', 'given', 'NULL');
+        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
 
     IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN

@@ -45,7 +45,7 @@ BEGIN
     PERFORM runq._check_identifier('call_id', begin_tool.call_id)
         AND runq._check_identifier('tool', begin_tool.tool)
         AND runq._check_choice('idempotency', begin_tool.idempotency,
-                               ARRAY['read_only', 'idempotent', 'non_idempotent'])
+                               'read_only, idempotent, non_idempotent')
         AND runq._check_object('args', begin_tool.args);
 
     UPDATE runq.runs AS r

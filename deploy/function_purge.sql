@@ -58,10 +58,10 @@ BEGIN
     PERFORM CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
                  THEN true
                  ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
-                                         coalesce(purge.older_than::text, 'NULL')) END
+                                         purge.older_than) END
         AND runq._check_count('max_runs', purge.max_runs)
         AND CASE WHEN purge.include_failed IS NOT NULL THEN true
-                 ELSE runq._bad_argument('include_failed', 'true or false', 'NULL') END;
+                 ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END;
     v_cutoff := clock_timestamp() - purge.older_than;
 
     WITH doomed AS (

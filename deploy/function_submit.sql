@@ -65,8 +65,7 @@ BEGIN
         AND runq._check_object('payload', submit.payload)
         AND runq._check_identifier('session_id', submit.session_id, optional => true)
         AND CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
-                 ELSE runq._bad_argument('priority', 'between 0 and 32767',
-                                         coalesce(submit.priority::text, 'NULL')) END
+                 ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END
         AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
         -- A principal is the caller's own name for who asked; empty is allowed.
         AND CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
@@ -74,10 +73,9 @@ BEGIN
                                          quote_literal(left(submit.principal_id, 100))) END
         AND CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
                  ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
-                                         submit.scheduled_for::text) END
+                                         submit.scheduled_for) END
         AND runq._check_count('max_attempts', submit.max_attempts)
-        AND runq._check_choice('recovery_policy', submit.recovery_policy,
-                               ARRAY['resume', 'fail', 'zero_work'])
+        AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
         AND runq._check_duration('queue_ttl', submit.queue_ttl);
 
     -- 1. Idempotency.

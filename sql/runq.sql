@@ -3770,24 +3770,33 @@ SET LOCAL statement_timeout = '10s';
 
 -- It only raises. It returns boolean so that a check reads `CASE WHEN rule
 -- THEN true ELSE runq._bad_argument(...) END`: CASE evaluates no branch it
--- does not take, so a good value never reaches it. STABLE, not IMMUTABLE:
--- the planner folds an immutable call whose arguments are all constants, and
--- would raise while planning a branch it was never going to take. A check
--- that calls it is STABLE too, so that the planner still inlines the check.
+-- does not take, so a good value never reaches it. It is IMMUTABLE, and so
+-- are the checks, because a mutable function in a PL/pgSQL expression costs
+-- a snapshot and a command counter increment each time the expression runs
+-- (claim's checks cost 2.7 % of a claim and complete cycle that way,
+-- measured with bench/instructions.py), and a check calling a mutable
+-- function could not be IMMUTABLE and still be inlined. The price: the
+-- planner folds an immutable call whose arguments are all constants, even in
+-- a branch not taken. So the last argument always derives from the checked
+-- value: then it is a constant only when the value is, and a constant value
+-- that reaches the ELSE branch is a bad one, rightly refused while planning.
+-- got is polymorphic, and shown as text here, because most casts to text are
+-- STABLE (they read DateStyle, IntervalStyle, the time zone): one in a
+-- check's body would stop its inlining.
 --
 -- A check is true or raises; it is never false. So where a caller writes
 -- `check AND check`, no check can be skipped: the planner may skip an arm of
 -- AND only when another is false. Never AND a check with anything else.
-CREATE FUNCTION runq._bad_argument(argument text, expected text, got text)
+CREATE FUNCTION runq._bad_argument(argument text, expected text, got anyelement)
     RETURNS boolean
     LANGUAGE plpgsql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RAISE EXCEPTION USING ERRCODE = '22023',
-        MESSAGE = format('%s must be %s, got %s', argument, expected, got);
+        MESSAGE = format('%s must be %s, got %s', argument, expected, left(coalesce(got::text, 'NULL'), 200));
 END
 $$;
 
@@ -3796,7 +3805,7 @@ $$;
 CREATE FUNCTION runq._check_identifier(argument text, value text, optional boolean DEFAULT false)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN (optional AND value IS NULL)
               OR length(value) BETWEEN 1 AND 256
@@ -3811,11 +3820,11 @@ RETURN CASE WHEN (optional AND value IS NULL)
 CREATE FUNCTION runq._check_count(argument text, value integer)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN value >= 1
             THEN true
-            ELSE runq._bad_argument(argument, 'at least 1', coalesce(value::text, 'NULL'))
+            ELSE runq._bad_argument(argument, 'at least 1', value)
        END;
 
 -- A length of time (lease, queue_ttl, stale_after), NULL meaning the
@@ -3823,12 +3832,12 @@ RETURN CASE WHEN value >= 1
 CREATE FUNCTION runq._check_duration(argument text, value interval)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN value IS NULL
               OR (value > interval '0' AND value < interval '1000 years')
             THEN true
-            ELSE runq._bad_argument(argument, 'positive and under 1000 years', value::text)
+            ELSE runq._bad_argument(argument, 'positive and under 1000 years', value)
        END;
 
 -- A document the queue keeps and hands back (payload, tool args): an object,
@@ -3836,11 +3845,11 @@ RETURN CASE WHEN value IS NULL
 CREATE FUNCTION runq._check_object(argument text, value jsonb)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN jsonb_typeof(value) = 'object'
             THEN true
-            ELSE runq._bad_argument(argument, 'a jsonb object', coalesce(jsonb_typeof(value), 'NULL'))
+            ELSE runq._bad_argument(argument, 'a jsonb object', jsonb_typeof(value))
        END;
 
 -- A JSON value the queue keeps (a question, a state, an outcome, an input):
@@ -3848,34 +3857,40 @@ RETURN CASE WHEN jsonb_typeof(value) = 'object'
 CREATE FUNCTION runq._check_jsonb(argument text, value jsonb)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN value IS NOT NULL
             THEN true
-            ELSE runq._bad_argument(argument, 'a jsonb value', 'NULL')
+            ELSE runq._bad_argument(argument, 'a jsonb value', value)
        END;
 
--- One of a fixed set of words (recovery_policy, a tool call's idempotency).
-CREATE FUNCTION runq._check_choice(argument text, value text, choices text[])
+-- One of a fixed set of words (recovery_policy, a tool call's idempotency),
+-- given as one string, 'a, b, c': the array functions that would join a list
+-- into a message are STABLE, and would stop this check's inlining.
+CREATE FUNCTION runq._check_choice(argument text, value text, choices text)
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
-RETURN CASE WHEN value = ANY (choices)
+RETURN CASE WHEN value = ANY (string_to_array(choices, ', '))
             THEN true
-            ELSE runq._bad_argument(argument, 'one of ' || array_to_string(choices, ', '),
-                                    quote_nullable(left(value, 100)))
+            ELSE runq._bad_argument(argument, 'one of ' || choices, quote_nullable(left(value, 100)))
        END;
 
--- Only for a message, so not inlined (a subquery would stop the inlining of
--- the check that calls it).
+-- What claim's message shows for bad classes: the first NULL or
+-- out-of-range class, which may stand anywhere in a long list, else the list
+-- itself. Only for a message, so not inlined (its subquery would stop the
+-- inlining of the check that calls it). IMMUTABLE although it casts an
+-- integer array to text, which PostgreSQL marks STABLE: integers print the
+-- same under every setting.
 CREATE FUNCTION runq._first_bad_class(value integer[])
     RETURNS text
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
-RETURN (SELECT coalesce(c::text, 'NULL') FROM unnest(value) AS c
-         WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1);
+RETURN coalesce((SELECT coalesce(c::text, 'NULL') FROM unnest(value) AS c
+                  WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1),
+                left(value::text, 100));
 
 -- Priority classes to claim from (claim's classes): a non-empty list of
 -- classes a run can have. The message names the first bad class, which may
@@ -3883,21 +3898,21 @@ RETURN (SELECT coalesce(c::text, 'NULL') FROM unnest(value) AS c
 CREATE FUNCTION runq._check_classes(argument text, value integer[])
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN cardinality(value) > 0 AND array_ndims(value) = 1
                  AND 0 <= ALL (value) AND 32767 >= ALL (value)
             THEN true
             ELSE runq._bad_argument(argument,
                                     'a non-empty one-dimensional array of classes between 0 and 32767',
-                                    coalesce(runq._first_bad_class(value), left(value::text, 100), 'NULL'))
+                                    runq._first_bad_class(value))
        END;
 
 -- Names to match (claim's kinds): NULL for any, else a non-empty list.
 CREATE FUNCTION runq._check_names(argument text, value text[])
     RETURNS boolean
     LANGUAGE sql
-    STABLE
+    IMMUTABLE
     PARALLEL SAFE
 RETURN CASE WHEN value IS NULL
               OR (cardinality(value) > 0 AND array_ndims(value) = 1
@@ -3905,7 +3920,7 @@ RETURN CASE WHEN value IS NULL
             THEN true
             ELSE runq._bad_argument(argument,
                                     'NULL or a non-empty one-dimensional array without NULLs',
-                                    left(value::text, 200))
+                                    value)
        END;
 
 -- A run looked up by id and not there: a NULL id is a bad argument, any
@@ -3919,19 +3934,19 @@ CREATE FUNCTION runq._run_not_found(run_id bigint)
 AS $$
 BEGIN
     IF run_id IS NULL THEN
-        PERFORM runq._bad_argument('run_id', 'given', 'NULL');
+        PERFORM runq._bad_argument('run_id', 'given', run_id);
     END IF;
     RAISE EXCEPTION USING ERRCODE = 'RQ003', MESSAGE = format('run %s not found', run_id);
 END
 $$;
 
-REVOKE ALL ON FUNCTION runq._bad_argument(text, text, text), runq._check_identifier(text, text, boolean),
+REVOKE ALL ON FUNCTION runq._bad_argument(text, text, anyelement), runq._check_identifier(text, text, boolean),
     runq._check_count(text, integer), runq._check_duration(text, interval),
-    runq._check_object(text, jsonb), runq._check_jsonb(text, jsonb), runq._check_choice(text, text, text[]),
+    runq._check_object(text, jsonb), runq._check_jsonb(text, jsonb), runq._check_choice(text, text, text),
     runq._check_classes(text, integer[]), runq._first_bad_class(integer[]),
     runq._check_names(text, text[]), runq._run_not_found(bigint) FROM PUBLIC;
 
-COMMENT ON FUNCTION runq._bad_argument(text, text, text) IS
+COMMENT ON FUNCTION runq._bad_argument(text, text, anyelement) IS
     'Internal: raises 22023 "<argument> must be <expected>, got <got>". Never returns.';
 COMMENT ON FUNCTION runq._check_identifier(text, text, boolean) IS
     'Internal: true when value is a name of 1 to 256 characters (or NULL, when optional); else raises 22023 naming argument and value.';
@@ -3943,12 +3958,12 @@ COMMENT ON FUNCTION runq._check_object(text, jsonb) IS
     'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
 COMMENT ON FUNCTION runq._check_jsonb(text, jsonb) IS
     'Internal: true when value is a jsonb value (JSON null included), not SQL NULL; else raises 22023 naming argument.';
-COMMENT ON FUNCTION runq._check_choice(text, text, text[]) IS
+COMMENT ON FUNCTION runq._check_choice(text, text, text) IS
     'Internal: true when value is one of choices; else raises 22023 naming argument, the choices and value.';
 COMMENT ON FUNCTION runq._check_classes(text, integer[]) IS
     'Internal: true when value is a non-empty one-dimensional array of classes between 0 and 32767; else raises 22023 naming argument and value.';
 COMMENT ON FUNCTION runq._first_bad_class(integer[]) IS
-    'Internal: the first NULL or out-of-range class of value, as text, for a message; NULL when there is none.';
+    'Internal: for a message, the first NULL or out-of-range class of value, else value itself (at most 100 characters), as text.';
 COMMENT ON FUNCTION runq._check_names(text, text[]) IS
     'Internal: true when value is NULL or a non-empty one-dimensional array without NULLs; else raises 22023 naming argument and value.';
 COMMENT ON FUNCTION runq._run_not_found(bigint) IS
@@ -4225,8 +4240,7 @@ BEGIN
         AND runq._check_object('payload', submit.payload)
         AND runq._check_identifier('session_id', submit.session_id, optional => true)
         AND CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
-                 ELSE runq._bad_argument('priority', 'between 0 and 32767',
-                                         coalesce(submit.priority::text, 'NULL')) END
+                 ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END
         AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
         -- A principal is the caller's own name for who asked; empty is allowed.
         AND CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
@@ -4234,10 +4248,9 @@ BEGIN
                                          quote_literal(left(submit.principal_id, 100))) END
         AND CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
                  ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
-                                         submit.scheduled_for::text) END
+                                         submit.scheduled_for) END
         AND runq._check_count('max_attempts', submit.max_attempts)
-        AND runq._check_choice('recovery_policy', submit.recovery_policy,
-                               ARRAY['resume', 'fail', 'zero_work'])
+        AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
         AND runq._check_duration('queue_ttl', submit.queue_ttl);
 
     -- 1. Idempotency.
@@ -4419,7 +4432,7 @@ BEGIN
     PERFORM runq._check_identifier('call_id', begin_tool.call_id)
         AND runq._check_identifier('tool', begin_tool.tool)
         AND runq._check_choice('idempotency', begin_tool.idempotency,
-                               ARRAY['read_only', 'idempotent', 'non_idempotent'])
+                               'read_only, idempotent, non_idempotent')
         AND runq._check_object('args', begin_tool.args);
 
     UPDATE runq.runs AS r
@@ -4679,10 +4692,10 @@ BEGIN
     PERFORM CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
                  THEN true
                  ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
-                                         coalesce(purge.older_than::text, 'NULL')) END
+                                         purge.older_than) END
         AND runq._check_count('max_runs', purge.max_runs)
         AND CASE WHEN purge.include_failed IS NOT NULL THEN true
-                 ELSE runq._bad_argument('include_failed', 'true or false', 'NULL') END;
+                 ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END;
     v_cutoff := clock_timestamp() - purge.older_than;
 
     WITH doomed AS (
@@ -5160,7 +5173,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM runq._run_not_found(_refuse.run_id);
     ELSIF _refuse.epoch IS NULL THEN
-        PERFORM runq._bad_argument('epoch', 'given', 'NULL');
+        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
 
     IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
@@ -5434,9 +5447,11 @@ COMMIT;
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- These five worker calls raise 22023 for a NULL run_id or epoch (through
 -- runq._refuse) but their comments, and so docs/API.md, did not say so.
--- COMMENT ON takes only a lock on the function's catalog row.
 
 COMMENT ON FUNCTION runq.begin_turn(bigint,bigint) IS
 $c$Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run's turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).

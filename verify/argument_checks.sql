@@ -8,14 +8,14 @@ DECLARE
 BEGIN
     FOREACH f IN ARRAY ARRAY['runq._check_identifier(text, text, boolean)', 'runq._check_count(text, integer)',
                              'runq._check_duration(text, interval)', 'runq._check_object(text, jsonb)', 'runq._check_jsonb(text, jsonb)',
-                             'runq._check_choice(text, text, text[])',
+                             'runq._check_choice(text, text, text)',
                              'runq._check_classes(text, integer[])', 'runq._check_names(text, text[])',
                              'runq._first_bad_class(integer[])']::regprocedure[] LOOP
         -- A SQL-standard body, so the planner can inline it and no search_path reaches it.
         ASSERT (SELECT p.prosqlbody IS NOT NULL AND NOT p.prosecdef AND p.proconfig IS NULL
                   FROM pg_catalog.pg_proc AS p WHERE p.oid = f), f::text;
     END LOOP;
-    FOREACH f IN ARRAY ARRAY['runq._bad_argument(text, text, text)',
+    FOREACH f IN ARRAY ARRAY['runq._bad_argument(text, text, anyelement)',
                              'runq._run_not_found(bigint)']::regprocedure[] LOOP
         ASSERT (SELECT p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'] AND NOT p.prosecdef
                   FROM pg_catalog.pg_proc AS p WHERE p.oid = f), f::text;
