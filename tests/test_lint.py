@@ -225,3 +225,66 @@ def test_squawk_ignores_in_deploy_are_justified() -> None:
 ])
 def test_squawk_ignore_check_bites(comment: str, bad: list[int]) -> None:
     assert unjustified_ignores(f"CREATE TABLE t (\n{comment}\n    n integer\n);") == bad
+
+
+# -- what a change locks --------------------------------------------------------
+# Rules for the changes not yet released (after sqitch.plan's last tag), which
+# run against live databases: released changes are frozen, and the README says
+# how to get around the one that breaks them (check_runs_shape_validated).
+
+TABLE_DDL = re.compile(r"^\s*(ALTER\s+TABLE|CREATE\s+(UNIQUE\s+)?INDEX|DROP\s+INDEX|REINDEX|CLUSTER"
+                       r"|VACUUM\s+FULL|TRUNCATE|LOCK\s+TABLE|DROP\s+TABLE)\b", re.IGNORECASE)
+VALIDATE = re.compile(r"\bVALIDATE\s+CONSTRAINT\b", re.IGNORECASE)
+LOCKS_LINE = re.compile(r"^-- Locks: \S", re.MULTILINE)
+
+
+def unreleased_changes() -> list[str]:
+    """Deploy script stems of the changes after the last tag."""
+    stems: list[str] = runpy.run_path(str(ROOT / "scripts" / "gen-sql"))["changes"]()
+    after = 0
+    for line in (ROOT / "sqitch.plan").read_text().splitlines():
+        line = line.strip()
+        if line.startswith("@"):
+            after = 0
+        elif line and not line.startswith(("%", "#")):
+            after += 1
+    return stems[len(stems) - after:]
+
+
+def lock_findings(name: str, text: str) -> list[str]:
+    """What a migration script does wrong by the rules above: a VALIDATE that
+    shares its transaction with another table statement (whose lock would
+    wait behind every long reader, and roll the scan back), or a table
+    statement with no `-- Locks:` line saying what it locks and for how long."""
+    code = re.sub(r"\$(\w*)\$.*?\$\1\$", "", text, flags=re.DOTALL)  # function bodies
+    code = re.sub(r"--[^\n]*", "", code)
+    statements = [s for s in code.split(";") if TABLE_DDL.match(s)]
+    findings = []
+    if any(VALIDATE.search(s) for s in statements) and any(not VALIDATE.search(s) for s in statements):
+        findings.append(f"{name}: VALIDATE CONSTRAINT shares its change with another table statement")
+    if statements and not LOCKS_LINE.search(text):
+        findings.append(f"{name}: changes a table but has no '-- Locks:' line")
+    return findings
+
+
+def test_unreleased_changes_validate_alone_and_say_what_they_lock() -> None:
+    findings = [finding for stem in unreleased_changes()
+                for kind in ("deploy", "revert")
+                for finding in lock_findings(f"{kind}/{stem}.sql",
+                                             (ROOT / kind / f"{stem}.sql").read_text())]
+    assert not findings, "\n".join(findings)
+
+
+def test_the_lock_rules_bite() -> None:
+    # The released change that made the rule: validation and drops in one.
+    released = (ROOT / "deploy" / "check_runs_shape_validated.sql").read_text()
+    assert lock_findings("v", released) == [
+        "v: VALIDATE CONSTRAINT shares its change with another table statement",
+        "v: changes a table but has no '-- Locks:' line"]
+    alone = ("-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for one scan; reads and writes go on.\n"
+             "BEGIN;\nALTER TABLE runq.runs VALIDATE CONSTRAINT c;\nCOMMIT;\n")
+    assert lock_findings("ok", alone) == []
+    assert lock_findings("quiet", "CREATE INDEX CONCURRENTLY i ON runq.runs (kind);\n") == [
+        "quiet: changes a table but has no '-- Locks:' line"]
+    function = "CREATE FUNCTION f() RETURNS void LANGUAGE sql AS $$ TRUNCATE runq.runs $$;\n"
+    assert lock_findings("function", function) == []

@@ -7,9 +7,11 @@ editing this file.
 import difflib
 import re
 import runpy
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from pgutil import (
     ROOT,
@@ -19,6 +21,7 @@ from pgutil import (
     psql,
     run,
     sqitch,
+    sqitch_target,
     unique_name,
     with_dbname,
 )
@@ -120,11 +123,14 @@ SELECT runq.cancel(run_id) FROM runq.submit('up', 'k', session_id => 'cancel');
 """
 
 
-def test_upgrade_from_the_release_keeps_runs_and_reverts(clone) -> None:
-    # Each later change is deployed onto a database of the release holding
+RELEASES = [line.split()[0] for line in (ROOT / "sqitch.plan").read_text().splitlines()
+            if line.startswith("@")]
+
+
+@pytest.mark.parametrize("released", RELEASES)
+def test_upgrade_from_each_release_keeps_runs_and_reverts(released: str, clone) -> None:
+    # Every later change is deployed onto a database of the release holding
     # runs in every status, verified, and reverted with those runs in place.
-    released = next(line.split()[0] for line in (ROOT / "sqitch.plan").read_text().splitlines()
-                    if line.startswith("@"))
     url = clone("template0")
     sqitch("deploy", url, "--to", released)
     psql(url, "-v", "ON_ERROR_STOP=1", "-c", RUNS_IN_EVERY_STATUS)
@@ -139,6 +145,38 @@ def test_upgrade_from_the_release_keeps_runs_and_reverts(clone) -> None:
         '{"step": 1}|[{"a": 1}]|t']
     sqitch("revert", url, "--to", released, "-y")
     assert query(url, "SELECT count(*) FROM runq.runs") == [str(len(before))]
+    sqitch("verify", url)
+
+
+def test_validating_first_spares_the_released_validation_its_scan(clone) -> None:
+    # The README's way to upgrade a big runs table from v0.1.0: deploy to
+    # check_runs_shape, VALIDATE by hand (online), then deploy the rest. The
+    # released check_runs_shape_validated must then read no row of runs, and
+    # a deploy behind a long reader must give up within its lock timeout
+    # without undoing the validation.
+    url = clone("template0")
+    sqitch("deploy", url, "--to", "@v0.1.0")
+    psql(url, "-v", "ON_ERROR_STOP=1", "-c", RUNS_IN_EVERY_STATUS)
+    sqitch("deploy", url, "--to", "check_runs_shape")
+    psql(url, "-c", "ALTER TABLE runq.runs VALIDATE CONSTRAINT runs_shape_consistent")
+    # Each psql session flushes its statistics when it exits.
+    scans = "SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'runq.runs'::regclass"
+    before = int(query(url, scans)[0])
+
+    with psycopg.connect(url) as reader:  # a transaction, holding ACCESS SHARE on runs
+        reader.execute("SELECT count(*) FROM runq.runs")  # one sequential scan
+        started = time.monotonic()
+        blocked = run("sqitch", "deploy", "--no-verify", "--to", "check_runs_shape_validated",
+                      sqitch_target(url), check=False)
+        waited = time.monotonic() - started
+    assert blocked.returncode != 0, blocked.stdout
+    assert "lock timeout" in blocked.stdout + blocked.stderr
+    assert waited < 30, f"the blocked deploy took {waited:.0f} s"
+    assert query(url, "SELECT convalidated FROM pg_constraint "
+                      "WHERE conname = 'runs_shape_consistent'") == ["t"]
+
+    sqitch("deploy", url, "--no-verify", "--to", "check_runs_shape_validated")
+    assert int(query(url, scans)[0]) == before + 1  # the reader's scan, and no other
     sqitch("verify", url)
 
 
