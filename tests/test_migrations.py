@@ -206,77 +206,96 @@ def test_schema_comparison_catches_a_stale_sql_file(
     assert schema_dump(url) != schema_dump(with_dbname(server_url, sqitch_db))
 
 
-# One way to break each check of verify/lib/*.sql: (the change whose verify
-# must catch it, psql arguments that break it, psql arguments that mend it,
-# what the verify then says). Each is done to a copy of the deployed database.
+# One way to break each check of verify/lib/*.sql: the change whose verify
+# must catch it, SQL that breaks it, SQL that mends it, and what the verify
+# then says. Each is done to a copy of the deployed database.
 HEARTBEAT = "runq.heartbeat(bigint, bigint)"
 CLAIM = "runq.claim(integer[], text, interval, integer, text[])"
+PINNED = "SET search_path = pg_catalog, pg_temp"
+
+
+def grant(function: str, role: str) -> tuple[str, str]:
+    return (f"GRANT EXECUTE ON FUNCTION {function} TO {role}",
+            f"REVOKE EXECUTE ON FUNCTION {function} FROM {role}")
+
+
+def on_schema(privilege: str, role: str) -> tuple[str, str]:
+    return (f"GRANT {privilege} ON SCHEMA runq TO {role}",
+            f"REVOKE {privilege} ON SCHEMA runq FROM {role}")
+
+
+def alter(function: str, breaks: str, mends: str) -> tuple[str, str]:
+    return f"ALTER FUNCTION {function} {breaks}", f"ALTER FUNCTION {function} {mends}"
+
+
+def valid(index: str, value: str) -> str:
+    # What a failed CREATE INDEX CONCURRENTLY leaves behind, without failing one.
+    return f"UPDATE pg_index SET indisvalid = {value} WHERE indexrelid = '{index}'::regclass"
+
+
 BREAKAGES = [
-    pytest.param("function_heartbeat", f"GRANT EXECUTE ON FUNCTION {HEARTBEAT} TO PUBLIC",
-                 f"REVOKE EXECUTE ON FUNCTION {HEARTBEAT} FROM PUBLIC",
+    pytest.param("function_heartbeat", *grant(HEARTBEAT, "PUBLIC"),
                  "EXECUTE is granted to {PUBLIC,runq_admin,runq_worker}", id="execute-public"),
-    pytest.param("function_heartbeat", f"GRANT EXECUTE ON FUNCTION {HEARTBEAT} TO runq_client",
-                 f"REVOKE EXECUTE ON FUNCTION {HEARTBEAT} FROM runq_client",
-                 "EXECUTE is granted to {runq_admin,runq_client,runq_worker}", id="execute-wrong-role"),
-    pytest.param("function_heartbeat", f"REVOKE EXECUTE ON FUNCTION {HEARTBEAT} FROM runq_admin",
-                 f"GRANT EXECUTE ON FUNCTION {HEARTBEAT} TO runq_admin",
+    pytest.param("function_heartbeat", *grant(HEARTBEAT, "runq_client"),
+                 "EXECUTE is granted to {runq_admin,runq_client,runq_worker}",
+                 id="execute-wrong-role"),
+    pytest.param("function_heartbeat", *reversed(grant(HEARTBEAT, "runq_admin")),
                  "EXECUTE is granted to {runq_worker}, not to {runq_admin,runq_worker}",
                  id="execute-role-missing"),
-    pytest.param("function_sweep", "GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO pg_monitor",
-                 "REVOKE EXECUTE ON FUNCTION runq.sweep(integer) FROM pg_monitor",
+    pytest.param("function_sweep", *grant("runq.sweep(integer)", "pg_monitor"),
                  "EXECUTE is granted to {pg_monitor,", id="execute-other-role"),
-    pytest.param("function__backoff", "GRANT EXECUTE ON FUNCTION runq._backoff(integer) TO runq_admin",
-                 "REVOKE EXECUTE ON FUNCTION runq._backoff(integer) FROM runq_admin",
+    pytest.param("function__backoff", *grant("runq._backoff(integer)", "runq_admin"),
                  "EXECUTE is granted to {runq_admin}, not to {}", id="execute-internal"),
     pytest.param("function_get_run", "COMMENT ON FUNCTION runq.get_run(bigint) IS NULL",
-                 "COMMENT ON FUNCTION runq.get_run(bigint) IS 'One run.'", "has no COMMENT",
-                 id="comment"),
-    pytest.param("function_claim@HEAD", f"ALTER FUNCTION {CLAIM} RESET search_path",
-                 f"ALTER FUNCTION {CLAIM} SET search_path = pg_catalog, pg_temp",
+                 "COMMENT ON FUNCTION runq.get_run(bigint) IS 'One run.'",
+                 "has no COMMENT", id="comment"),
+    pytest.param("function_claim@HEAD", *alter(CLAIM, "RESET search_path", PINNED),
                  "search_path is not pinned", id="search-path"),
-    pytest.param("function__backoff", "ALTER FUNCTION runq._backoff(integer) RESET ALL",
-                 "ALTER FUNCTION runq._backoff(integer) SET search_path = pg_catalog, pg_temp",
+    pytest.param("function__backoff", *alter("runq._backoff(integer)", "RESET ALL", PINNED),
                  "search_path is not pinned", id="search-path-internal"),
-    pytest.param("function_complete", "ALTER FUNCTION runq.complete(bigint, bigint, jsonb) SECURITY INVOKER",
-                 "ALTER FUNCTION runq.complete(bigint, bigint, jsonb) SECURITY DEFINER",
+    pytest.param("function_complete", *alter("runq.complete(bigint, bigint, jsonb)",
+                                             "SECURITY INVOKER", "SECURITY DEFINER"),
                  "SECURITY DEFINER expected", id="definer"),
-    pytest.param("function__refuse@HEAD",
-                 "ALTER FUNCTION runq._refuse(bigint, bigint, text, boolean) SECURITY DEFINER",
-                 "ALTER FUNCTION runq._refuse(bigint, bigint, text, boolean) SECURITY INVOKER",
+    pytest.param("function__refuse@HEAD", *alter("runq._refuse(bigint, bigint, text, boolean)",
+                                                 "SECURITY DEFINER", "SECURITY INVOKER"),
                  "SECURITY INVOKER expected", id="invoker-internal"),
     pytest.param("function_claim@HEAD",
                  "CREATE FUNCTION runq.claim(integer) RETURNS integer LANGUAGE sql RETURN 1",
                  "DROP FUNCTION runq.claim(integer)",
                  "another function of that name", id="old-signature-left"),
-    pytest.param("function_submit@HEAD", "\\i revert/function_submit.sql", "\\i deploy/function_submit.sql",
+    pytest.param("function_submit@HEAD",
+                 "\\i revert/function_submit.sql", "\\i deploy/function_submit.sql",
                  "its source lacks 'EXIT WHEN FOUND'", id="body-of-another-version"),
-    pytest.param("function__inputs_after", "ALTER FUNCTION runq._inputs_after(bigint, bigint) STABLE",
-                 "ALTER FUNCTION runq._inputs_after(bigint, bigint) VOLATILE",
+    pytest.param("function__inputs_after",
+                 *alter("runq._inputs_after(bigint, bigint)", "STABLE", "VOLATILE"),
                  "volatility s, not v", id="volatility"),
     pytest.param("domain_counter", "COMMENT ON DOMAIN runq.counter IS NULL",
-                 "COMMENT ON DOMAIN runq.counter IS 'A count.'", "has no COMMENT", id="domain-comment"),
+                 "COMMENT ON DOMAIN runq.counter IS 'A count.'",
+                 "has no COMMENT", id="domain-comment"),
     pytest.param("domain_counter", "ALTER DOMAIN runq.counter DROP CONSTRAINT counter_check",
-                 "ALTER DOMAIN runq.counter ADD CHECK (VALUE >= 0)", "has no CHECK", id="domain-check"),
-    # What a failed CREATE INDEX CONCURRENTLY leaves behind, without failing one.
-    pytest.param("index_runs_ready_kind",
-                 "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'runq.runs_ready_kind_idx'::regclass",
-                 "UPDATE pg_index SET indisvalid = true WHERE indexrelid = 'runq.runs_ready_kind_idx'::regclass",
+                 "ALTER DOMAIN runq.counter ADD CHECK (VALUE >= 0)",
+                 "has no CHECK", id="domain-check"),
+    pytest.param("index_runs_ready_kind", valid("runq.runs_ready_kind_idx", "false"),
+                 valid("runq.runs_ready_kind_idx", "true"),
                  "is not a valid index", id="index-invalid"),
     pytest.param("index_runs_session_active",
                  "DROP INDEX runq.runs_session_active_key;\n"
                  "CREATE INDEX runs_session_active_key ON runq.runs (tenant_id, session_id)",
-                 "DROP INDEX runq.runs_session_active_key;\n\\i deploy/index_runs_session_active.sql",
-                 "unique and not named *_key, or named *_key and not unique", id="index-not-unique"),
-    pytest.param("role_runq_worker", "GRANT CREATE ON SCHEMA runq TO runq_worker",
-                 "REVOKE CREATE ON SCHEMA runq FROM runq_worker", "or CREATE there", id="role-create"),
-    pytest.param("role_runq_client", "REVOKE USAGE ON SCHEMA runq FROM runq_client",
-                 "GRANT USAGE ON SCHEMA runq TO runq_client", "no USAGE on schema runq", id="role-usage"),
+                 "DROP INDEX runq.runs_session_active_key;\n"
+                 "\\i deploy/index_runs_session_active.sql",
+                 "unique and not named *_key, or named *_key and not unique",
+                 id="index-not-unique"),
+    pytest.param("role_runq_worker", *on_schema("CREATE", "runq_worker"),
+                 "or CREATE there", id="role-create"),
+    pytest.param("role_runq_client", *reversed(on_schema("USAGE", "runq_client")),
+                 "no USAGE on schema runq", id="role-usage"),
 ]
 
 
 def sqitch_verify(url: str, change: str) -> subprocess.CompletedProcess[str]:
     """`sqitch verify` of one change (the whole plan's takes ~10 s)."""
-    return run("sqitch", "verify", "--from", change, "--to", change, sqitch_target(url), check=False)
+    return run("sqitch", "verify", "--from", change, "--to", change, sqitch_target(url),
+               check=False)
 
 
 @pytest.mark.parametrize(("change", "breaks", "mends", "says"), BREAKAGES)
@@ -295,7 +314,8 @@ def test_verify_fails_when_a_check_is_broken(change: str, breaks: str, mends: st
     assert mended.returncode == 0, mended.stdout + mended.stderr
 
 
-def test_an_internal_sql_standard_body_needs_no_pinned_search_path(sqitch_db: str, clone) -> None:
+def test_an_internal_sql_standard_body_needs_no_pinned_search_path(sqitch_db: str,
+                                                                   clone) -> None:
     # A shape no change has yet: its names are bound when it is created, so
     # search_path cannot change them; SECURITY DEFINER it may still not be,
     # and a public function, or a body in a string, must still pin it.
@@ -307,25 +327,27 @@ def test_an_internal_sql_standard_body_needs_no_pinned_search_path(sqitch_db: st
                     "-f", "verify/lib/function.sql", check=False)
 
     internal = "runq._twice(integer)"
-    assert helper(internal, "",
-                  f"CREATE FUNCTION {internal} RETURNS integer LANGUAGE sql IMMUTABLE RETURN 2 * $1",
-                  f"REVOKE ALL ON FUNCTION {internal} FROM PUBLIC",
-                  f"COMMENT ON FUNCTION {internal} IS 'Internal: twice its argument.'").returncode == 0
+    created = helper(internal, "",
+                     f"CREATE FUNCTION {internal} RETURNS integer LANGUAGE sql IMMUTABLE"
+                     " RETURN 2 * $1",
+                     f"REVOKE ALL ON FUNCTION {internal} FROM PUBLIC",
+                     f"COMMENT ON FUNCTION {internal} IS 'Internal: twice its argument.'")
+    assert created.returncode == 0, created.stderr
     definer = helper(internal, "", f"ALTER FUNCTION {internal} SECURITY DEFINER")
-    assert definer.returncode != 0 and "SECURITY INVOKER expected" in definer.stderr, definer.stderr
+    assert definer.returncode != 0 and "SECURITY INVOKER expected" in definer.stderr
     in_a_string = helper(internal, "", f"ALTER FUNCTION {internal} SECURITY INVOKER",
-                         f"CREATE OR REPLACE FUNCTION {internal} RETURNS integer LANGUAGE sql IMMUTABLE"
-                         " AS 'SELECT 2 * $1'")
+                         f"CREATE OR REPLACE FUNCTION {internal} RETURNS integer"
+                         " LANGUAGE sql IMMUTABLE AS 'SELECT 2 * $1'")
     assert in_a_string.returncode != 0 and "search_path is not pinned" in in_a_string.stderr
     public = "runq.twice(integer)"
     unpinned = helper(public, "runq_admin",
-                      f"CREATE FUNCTION {public} RETURNS integer LANGUAGE sql IMMUTABLE SECURITY DEFINER"
-                      " RETURN 2 * $1",
+                      f"CREATE FUNCTION {public} RETURNS integer LANGUAGE sql IMMUTABLE"
+                      " SECURITY DEFINER RETURN 2 * $1",
                       f"REVOKE ALL ON FUNCTION {public} FROM PUBLIC",
                       f"GRANT EXECUTE ON FUNCTION {public} TO runq_admin",
                       f"COMMENT ON FUNCTION {public} IS 'Twice its argument.'")
     assert unpinned.returncode != 0 and "search_path is not pinned" in unpinned.stderr
-    pinned = helper(public, "runq_admin", f"ALTER FUNCTION {public} SET search_path = pg_catalog, pg_temp")
+    pinned = helper(public, "runq_admin", f"ALTER FUNCTION {public} {PINNED}")
     assert pinned.returncode == 0, pinned.stderr
 
 
@@ -344,8 +366,11 @@ def test_every_function_and_domain_goes_through_its_verify_helper(server_url: st
     with psycopg.connect(with_dbname(server_url, sqitch_db)) as conn:
         def rows(sql: str, *params: object) -> list[str]:
             return sorted(r[0] for r in conn.execute(sql, params).fetchall())
-        assert rows("SELECT s::regprocedure::text FROM unnest(%s::text[]) AS s", named["function"]) == rows(
+
+        assert rows("SELECT s::regprocedure::text FROM unnest(%s::text[]) AS s",
+                    named["function"]) == rows(
             "SELECT oid::regprocedure::text FROM pg_proc WHERE pronamespace = 'runq'::regnamespace")
-        assert rows("SELECT s::regtype::text FROM unnest(%s::text[]) AS s", named["domain"]) == rows(
+        assert rows("SELECT s::regtype::text FROM unnest(%s::text[]) AS s",
+                    named["domain"]) == rows(
             "SELECT oid::regtype::text FROM pg_type WHERE typnamespace = 'runq'::regnamespace"
             " AND typtype = 'd'")
