@@ -12,7 +12,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SERVER = RUNQ_DATABASE_URL="$$(scripts/pg server)"
 
-.PHONY: test demo bench bench-full bench-cpu bench-instructions sql docs pg-start pg-stop
+.PHONY: test demo bench bench-full bench-cpu bench-instructions sql docs schema pg-start pg-stop
 
 test: $(STAMP)
 	$(SERVER) tests/run
@@ -44,6 +44,10 @@ sql:
 
 docs: sql $(STAMP)
 	$(SERVER) $(VENV)/bin/python scripts/gen-api-doc
+
+# sql/schema.sql: the schema as the whole plan leaves it, for reading.
+schema:
+	$(SERVER) scripts/gen-schema
 
 pg-start:
 	@scripts/pg start

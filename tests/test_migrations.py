@@ -7,6 +7,7 @@ editing this file.
 import difflib
 import re
 import runpy
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -239,3 +240,173 @@ def test_schema_comparison_catches_a_stale_sql_file(
     url = clone("template0")
     psql(url, "-f", str(stale))
     assert schema_dump(url) != schema_dump(with_dbname(server_url, sqitch_db))
+
+
+# One way to break each check of verify/lib/*.sql: the change whose verify
+# must catch it, SQL that breaks it, SQL that mends it, and what the verify
+# then says. Each is done to a copy of the deployed database.
+HEARTBEAT = "runq.heartbeat(bigint, bigint)"
+CLAIM = "runq.claim(integer[], text, interval, integer, text[])"
+PINNED = "SET search_path = pg_catalog, pg_temp"
+
+
+def grant(function: str, role: str) -> tuple[str, str]:
+    return (f"GRANT EXECUTE ON FUNCTION {function} TO {role}",
+            f"REVOKE EXECUTE ON FUNCTION {function} FROM {role}")
+
+
+def on_schema(privilege: str, role: str) -> tuple[str, str]:
+    return (f"GRANT {privilege} ON SCHEMA runq TO {role}",
+            f"REVOKE {privilege} ON SCHEMA runq FROM {role}")
+
+
+def alter(function: str, breaks: str, mends: str) -> tuple[str, str]:
+    return f"ALTER FUNCTION {function} {breaks}", f"ALTER FUNCTION {function} {mends}"
+
+
+def valid(index: str, value: str) -> str:
+    # What a failed CREATE INDEX CONCURRENTLY leaves behind, without failing one.
+    return f"UPDATE pg_index SET indisvalid = {value} WHERE indexrelid = '{index}'::regclass"
+
+
+BREAKAGES = [
+    pytest.param("function_heartbeat", *grant(HEARTBEAT, "PUBLIC"),
+                 "EXECUTE is granted to {PUBLIC,runq_admin,runq_worker}", id="execute-public"),
+    pytest.param("function_heartbeat", *grant(HEARTBEAT, "runq_client"),
+                 "EXECUTE is granted to {runq_admin,runq_client,runq_worker}",
+                 id="execute-wrong-role"),
+    pytest.param("function_heartbeat", *reversed(grant(HEARTBEAT, "runq_admin")),
+                 "EXECUTE is granted to {runq_worker}, not to {runq_admin,runq_worker}",
+                 id="execute-role-missing"),
+    pytest.param("function_sweep", *grant("runq.sweep(integer)", "pg_monitor"),
+                 "EXECUTE is granted to {pg_monitor,", id="execute-other-role"),
+    pytest.param("function__backoff", *grant("runq._backoff(integer)", "runq_admin"),
+                 "EXECUTE is granted to {runq_admin}, not to {}", id="execute-internal"),
+    pytest.param("function_get_run", "COMMENT ON FUNCTION runq.get_run(bigint) IS NULL",
+                 "COMMENT ON FUNCTION runq.get_run(bigint) IS 'One run.'",
+                 "has no COMMENT", id="comment"),
+    pytest.param("function_claim@HEAD", *alter(CLAIM, "RESET search_path", PINNED),
+                 "search_path is not pinned", id="search-path"),
+    pytest.param("function__backoff", *alter("runq._backoff(integer)", "RESET ALL", PINNED),
+                 "search_path is not pinned", id="search-path-internal"),
+    pytest.param("function_complete", *alter("runq.complete(bigint, bigint, jsonb)",
+                                             "SECURITY INVOKER", "SECURITY DEFINER"),
+                 "SECURITY DEFINER expected", id="definer"),
+    pytest.param("function__refuse@HEAD", *alter("runq._refuse(bigint, bigint, text, boolean)",
+                                                 "SECURITY DEFINER", "SECURITY INVOKER"),
+                 "SECURITY INVOKER expected", id="invoker-internal"),
+    pytest.param("function_claim@HEAD",
+                 "CREATE FUNCTION runq.claim(integer) RETURNS integer LANGUAGE sql RETURN 1",
+                 "DROP FUNCTION runq.claim(integer)",
+                 "another function of that name", id="old-signature-left"),
+    pytest.param("function_submit@HEAD",
+                 "\\i revert/function_submit.sql", "\\i deploy/function_submit.sql",
+                 "its source lacks 'EXIT WHEN FOUND'", id="body-of-another-version"),
+    pytest.param("function__inputs_after",
+                 *alter("runq._inputs_after(bigint, bigint)", "STABLE", "VOLATILE"),
+                 "volatility s, not v", id="volatility"),
+    pytest.param("domain_counter", "COMMENT ON DOMAIN runq.counter IS NULL",
+                 "COMMENT ON DOMAIN runq.counter IS 'A count.'",
+                 "has no COMMENT", id="domain-comment"),
+    pytest.param("domain_counter", "ALTER DOMAIN runq.counter DROP CONSTRAINT counter_check",
+                 "ALTER DOMAIN runq.counter ADD CHECK (VALUE >= 0)",
+                 "has no CHECK", id="domain-check"),
+    pytest.param("index_runs_ready_kind", valid("runq.runs_ready_kind_idx", "false"),
+                 valid("runq.runs_ready_kind_idx", "true"),
+                 "is not a valid index", id="index-invalid"),
+    pytest.param("index_runs_session_active",
+                 "DROP INDEX runq.runs_session_active_key;\n"
+                 "CREATE INDEX runs_session_active_key ON runq.runs (tenant_id, session_id)",
+                 "DROP INDEX runq.runs_session_active_key;\n"
+                 "\\i deploy/index_runs_session_active.sql",
+                 "unique and not named *_key, or named *_key and not unique",
+                 id="index-not-unique"),
+    pytest.param("role_runq_worker", *on_schema("CREATE", "runq_worker"),
+                 "or CREATE there", id="role-create"),
+    pytest.param("role_runq_client", *reversed(on_schema("USAGE", "runq_client")),
+                 "no USAGE on schema runq", id="role-usage"),
+]
+
+
+def sqitch_verify(url: str, change: str) -> subprocess.CompletedProcess[str]:
+    """`sqitch verify` of one change (the whole plan's takes ~10 s)."""
+    return run("sqitch", "verify", "--from", change, "--to", change, sqitch_target(url),
+               check=False)
+
+
+@pytest.mark.parametrize(("change", "breaks", "mends", "says"), BREAKAGES)
+def test_verify_fails_when_a_check_is_broken(change: str, breaks: str, mends: str, says: str,
+                                             sqitch_db: str, clone, tmp_path: Path) -> None:
+    url = clone(sqitch_db)
+    for name, script in (("breaks", breaks), ("mends", mends)):
+        # A file, so that \i works (from the root: psql runs there).
+        (tmp_path / f"{name}.sql").write_text(script + "\n")
+    psql(url, "-f", str(tmp_path / "breaks.sql"))
+    broken = sqitch_verify(url, change)
+    assert broken.returncode != 0, f"sqitch verify {change} passes after: {breaks}"
+    assert says in broken.stderr, broken.stderr
+    psql(url, "-f", str(tmp_path / "mends.sql"))
+    mended = sqitch_verify(url, change)
+    assert mended.returncode == 0, mended.stdout + mended.stderr
+
+
+def test_an_internal_sql_standard_body_needs_no_pinned_search_path(sqitch_db: str,
+                                                                   clone) -> None:
+    # A shape no change has yet: its names are bound when it is created, so
+    # search_path cannot change them; SECURITY DEFINER it may still not be,
+    # and a public function, or a body in a string, must still pin it.
+    url = clone(sqitch_db)
+
+    def helper(function: str, callers: str, *sql: str) -> subprocess.CompletedProcess[str]:
+        psql(url, *(arg for s in sql for arg in ("-c", s)))
+        return psql(url, "-v", f"function={function}", "-v", f"callers={callers}",
+                    "-f", "verify/lib/function.sql", check=False)
+
+    internal = "runq._twice(integer)"
+    created = helper(internal, "",
+                     f"CREATE FUNCTION {internal} RETURNS integer LANGUAGE sql IMMUTABLE"
+                     " RETURN 2 * $1",
+                     f"REVOKE ALL ON FUNCTION {internal} FROM PUBLIC",
+                     f"COMMENT ON FUNCTION {internal} IS 'Internal: twice its argument.'")
+    assert created.returncode == 0, created.stderr
+    definer = helper(internal, "", f"ALTER FUNCTION {internal} SECURITY DEFINER")
+    assert definer.returncode != 0 and "SECURITY INVOKER expected" in definer.stderr
+    in_a_string = helper(internal, "", f"ALTER FUNCTION {internal} SECURITY INVOKER",
+                         f"CREATE OR REPLACE FUNCTION {internal} RETURNS integer"
+                         " LANGUAGE sql IMMUTABLE AS 'SELECT 2 * $1'")
+    assert in_a_string.returncode != 0 and "search_path is not pinned" in in_a_string.stderr
+    public = "runq.twice(integer)"
+    unpinned = helper(public, "runq_admin",
+                      f"CREATE FUNCTION {public} RETURNS integer LANGUAGE sql IMMUTABLE"
+                      " SECURITY DEFINER RETURN 2 * $1",
+                      f"REVOKE ALL ON FUNCTION {public} FROM PUBLIC",
+                      f"GRANT EXECUTE ON FUNCTION {public} TO runq_admin",
+                      f"COMMENT ON FUNCTION {public} IS 'Twice its argument.'")
+    assert unpinned.returncode != 0 and "search_path is not pinned" in unpinned.stderr
+    pinned = helper(public, "runq_admin", f"ALTER FUNCTION {public} {PINNED}")
+    assert pinned.returncode == 0, pinned.stderr
+
+
+def test_every_function_and_domain_goes_through_its_verify_helper(server_url: str,
+                                                                  sqitch_db: str) -> None:
+    # The helpers hold the checks, so a change whose verify does not include
+    # one would go unchecked: every function and domain of the deployed plan
+    # must be named by the verify of its change (the newest version's).
+    named: dict[str, list[str]] = {"function": [], "domain": []}
+    for path in (ROOT / "verify").glob("*.sql"):
+        text = path.read_text()
+        for kind, names in named.items():
+            m = re.search(rf"^\\set {kind} '?([^'\n]+?)'?$", text, re.MULTILINE)
+            if "@" not in path.stem and m and f"\\ir lib/{kind}.sql" in text:
+                names.append(m.group(1))
+    with psycopg.connect(with_dbname(server_url, sqitch_db)) as conn:
+        def rows(sql: str, *params: object) -> list[str]:
+            return sorted(r[0] for r in conn.execute(sql, params).fetchall())
+
+        assert rows("SELECT s::regprocedure::text FROM unnest(%s::text[]) AS s",
+                    named["function"]) == rows(
+            "SELECT oid::regprocedure::text FROM pg_proc WHERE pronamespace = 'runq'::regnamespace")
+        assert rows("SELECT s::regtype::text FROM unnest(%s::text[]) AS s",
+                    named["domain"]) == rows(
+            "SELECT oid::regtype::text FROM pg_type WHERE typnamespace = 'runq'::regnamespace"
+            " AND typtype = 'd'")

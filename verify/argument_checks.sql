@@ -11,8 +11,10 @@ BEGIN
                              'runq._check_choice(text, text, text)',
                              'runq._check_classes(text, integer[])', 'runq._check_names(text, text[])',
                              'runq._first_bad_class(integer[])']::regprocedure[] LOOP
-        -- A SQL-standard body, so the planner can inline it and no search_path reaches it.
+        -- A SQL-standard body, so that no search_path reaches it, and IMMUTABLE, so that
+        -- the planner inlines it and PL/pgSQL takes no snapshot to run it.
         ASSERT (SELECT p.prosqlbody IS NOT NULL AND NOT p.prosecdef AND p.proconfig IS NULL
+                       AND p.provolatile = 'i'
                   FROM pg_catalog.pg_proc AS p WHERE p.oid = f), f::text;
     END LOOP;
     FOREACH f IN ARRAY ARRAY['runq._bad_argument(text, text, anyelement)',

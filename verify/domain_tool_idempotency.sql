@@ -1,14 +1,5 @@
 -- Verify runq:domain_tool_idempotency on pg
 
-BEGIN;
-
-DO $$
-BEGIN
-    ASSERT (SELECT t.typtype = 'd' AND t.typbasetype = 'text'::regtype
-              FROM pg_catalog.pg_type AS t
-             WHERE t.oid = 'runq.tool_idempotency'::regtype);
-    ASSERT EXISTS (SELECT FROM pg_catalog.pg_constraint AS c
-                    WHERE c.contypid = 'runq.tool_idempotency'::regtype AND c.contype = 'c');
-END $$;
-
-ROLLBACK;
+\set domain runq.tool_idempotency
+\set base text
+\ir lib/domain.sql

@@ -1,26 +1,7 @@
 -- Verify runq:function_begin_tool on pg
 
-BEGIN;
-
-DO $$
-DECLARE
-    f regprocedure := 'runq.begin_tool(bigint, bigint, text, text, text, jsonb)';
-BEGIN
-    ASSERT (SELECT p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp']
-              FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT (SELECT p.prosecdef FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT pg_catalog.has_function_privilege('runq_worker', f, 'EXECUTE');
-    ASSERT pg_catalog.has_function_privilege('runq_admin', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
-    ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
-END $$;
-
+\set function 'runq.begin_tool(bigint, bigint, text, text, text, jsonb)'
+\set callers 'runq_worker runq_admin'
 -- This version checks its arguments with the shared checks of argument_checks.
-DO $$
-BEGIN
-    ASSERT (SELECT p.prosrc LIKE '%runq._check_identifier(%' FROM pg_catalog.pg_proc AS p
-             WHERE p.oid = 'runq.begin_tool(bigint, bigint, text, text, text, jsonb)'::regprocedure);
-END $$;
-
-ROLLBACK;
+\set body 'runq._check_identifier('
+\ir lib/function.sql

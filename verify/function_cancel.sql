@@ -1,26 +1,7 @@
 -- Verify runq:function_cancel on pg
 
-BEGIN;
-
-DO $$
-DECLARE
-    f regprocedure := 'runq.cancel(bigint, text)';
-BEGIN
-    ASSERT (SELECT p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp']
-              FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT (SELECT p.prosecdef FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE');
-    ASSERT pg_catalog.has_function_privilege('runq_admin', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('runq_worker', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
-    ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
-END $$;
-
+\set function 'runq.cancel(bigint, text)'
+\set callers 'runq_client runq_admin'
 -- This version checks its arguments with the shared checks of argument_checks.
-DO $$
-BEGIN
-    ASSERT (SELECT p.prosrc LIKE '%runq._run_not_found(%' FROM pg_catalog.pg_proc AS p
-             WHERE p.oid = 'runq.cancel(bigint, text)'::regprocedure);
-END $$;
-
-ROLLBACK;
+\set body 'runq._run_not_found('
+\ir lib/function.sql

@@ -1,21 +1,7 @@
 -- Verify runq:function_claim on pg
 
-BEGIN;
-
-DO $$
-DECLARE
-    f regprocedure := 'runq.claim(integer[], text, interval, integer)';
-BEGIN
-    ASSERT (SELECT p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp']
-              FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT (SELECT p.prosecdef FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT pg_catalog.has_function_privilege('runq_worker', f, 'EXECUTE');
-    ASSERT pg_catalog.has_function_privilege('runq_admin', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
-    ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
-    -- The reworked claim, not v0.1.0's: its rows go out by RETURN QUERY.
-    ASSERT (SELECT p.prosrc LIKE '%RETURN QUERY%' FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-END $$;
-
-ROLLBACK;
+\set function 'runq.claim(integer[], text, interval, integer)'
+\set callers 'runq_worker runq_admin'
+-- The reworked claim, not v0.1.0's: its rows go out by RETURN QUERY.
+\set body 'RETURN QUERY'
+\ir lib/function.sql

@@ -1,26 +1,7 @@
 -- Verify runq:function_deliver_input on pg
 
-BEGIN;
-
-DO $$
-DECLARE
-    f regprocedure := 'runq.deliver_input(bigint, jsonb)';
-BEGIN
-    ASSERT (SELECT p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp']
-              FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT (SELECT p.prosecdef FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE');
-    ASSERT pg_catalog.has_function_privilege('runq_admin', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('runq_worker', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
-    ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
-END $$;
-
+\set function 'runq.deliver_input(bigint, jsonb)'
+\set callers 'runq_client runq_admin'
 -- This version checks its arguments with the shared checks of argument_checks.
-DO $$
-BEGIN
-    ASSERT (SELECT p.prosrc LIKE '%runq._run_not_found(%' FROM pg_catalog.pg_proc AS p
-             WHERE p.oid = 'runq.deliver_input(bigint, jsonb)'::regprocedure);
-END $$;
-
-ROLLBACK;
+\set body 'runq._run_not_found('
+\ir lib/function.sql

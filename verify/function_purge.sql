@@ -1,26 +1,7 @@
 -- Verify runq:function_purge on pg
 
-BEGIN;
-
-DO $$
-DECLARE
-    f regprocedure := 'runq.purge(interval, integer, boolean)';
-BEGIN
-    ASSERT (SELECT p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp']
-              FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT (SELECT p.prosecdef FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT pg_catalog.has_function_privilege('runq_admin', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('runq_worker', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
-    ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
-END $$;
-
+\set function 'runq.purge(interval, integer, boolean)'
+\set callers 'runq_admin'
 -- This version checks its arguments with the shared checks of argument_checks.
-DO $$
-BEGIN
-    ASSERT (SELECT p.prosrc LIKE '%runq._check_count(%' FROM pg_catalog.pg_proc AS p
-             WHERE p.oid = 'runq.purge(interval, integer, boolean)'::regprocedure);
-END $$;
-
-ROLLBACK;
+\set body 'runq._check_count('
+\ir lib/function.sql

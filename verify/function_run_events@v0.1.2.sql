@@ -1,19 +1,5 @@
 -- Verify runq:function_run_events on pg
 
-BEGIN;
-
-DO $$
-DECLARE
-    f regprocedure := 'runq.run_events(bigint)';
-BEGIN
-    ASSERT (SELECT p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp']
-              FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT (SELECT p.prosecdef FROM pg_catalog.pg_proc AS p WHERE p.oid = f);
-    ASSERT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE');
-    ASSERT pg_catalog.has_function_privilege('runq_admin', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('runq_worker', f, 'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE');
-    ASSERT obj_description(f, 'pg_proc') IS NOT NULL;
-END $$;
-
-ROLLBACK;
+\set function 'runq.run_events(bigint)'
+\set callers 'runq_client runq_admin'
+\ir lib/function.sql
