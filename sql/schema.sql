@@ -199,6 +199,72 @@ $$;
 
 COMMENT ON FUNCTION runq._backoff(attempts integer) IS 'Internal: the sweep''s requeue delay after the given attempt, from runq.settings.';
 
+CREATE FUNCTION runq._bad_argument(argument text, expected text, got anyelement) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+        MESSAGE = format('%s must be %s, got %s', argument, expected, left(coalesce(got::text, 'NULL'), 200));
+END
+$$;
+
+COMMENT ON FUNCTION runq._bad_argument(argument text, expected text, got anyelement) IS 'Internal: raises 22023 "<argument> must be <expected>, got <got>". Never returns.';
+
+CREATE FUNCTION runq._check_choice(argument text, value text, choices text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN (value = ANY (string_to_array(choices, ', '::text))) THEN true ELSE runq._bad_argument(argument, ('one of '::text || choices), quote_nullable("left"(value, 100))) END;
+
+COMMENT ON FUNCTION runq._check_choice(argument text, value text, choices text) IS 'Internal: true when value is one of choices; else raises 22023 naming argument, the choices and value.';
+
+CREATE FUNCTION runq._first_bad_class(value integer[]) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN COALESCE((SELECT COALESCE((c.c)::text, 'NULL'::text) AS "coalesce" FROM unnest(_first_bad_class.value) c(c) WHERE ((c.c IS NULL) OR ((c.c < 0) OR (c.c > 32767))) LIMIT 1), "left"((value)::text, 100));
+
+COMMENT ON FUNCTION runq._first_bad_class(value integer[]) IS 'Internal: for a message, the first NULL or out-of-range class of value, else value itself (at most 100 characters), as text.';
+
+CREATE FUNCTION runq._check_classes(argument text, value integer[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((cardinality(value) > 0) AND (array_ndims(value) = 1) AND (0 <= ALL (value)) AND (32767 >= ALL (value))) THEN true ELSE runq._bad_argument(argument, 'a non-empty one-dimensional array of classes between 0 and 32767'::text, runq._first_bad_class(value)) END;
+
+COMMENT ON FUNCTION runq._check_classes(argument text, value integer[]) IS 'Internal: true when value is a non-empty one-dimensional array of classes between 0 and 32767; else raises 22023 naming argument and value.';
+
+CREATE FUNCTION runq._check_count(argument text, value integer) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN (value >= 1) THEN true ELSE runq._bad_argument(argument, 'at least 1'::text, value) END;
+
+COMMENT ON FUNCTION runq._check_count(argument text, value integer) IS 'Internal: true when value is at least 1; else raises 22023 naming argument and value.';
+
+CREATE FUNCTION runq._check_duration(argument text, value interval) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((value IS NULL) OR ((value > '00:00:00'::interval) AND (value < '1000 years'::interval))) THEN true ELSE runq._bad_argument(argument, 'positive and under 1000 years'::text, value) END;
+
+COMMENT ON FUNCTION runq._check_duration(argument text, value interval) IS 'Internal: true when value is NULL (the default) or positive and under 1000 years; else raises 22023 naming argument and value.';
+
+CREATE FUNCTION runq._check_identifier(argument text, value text, optional boolean DEFAULT false) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((optional AND (value IS NULL)) OR ((length(value) >= 1) AND (length(value) <= 256))) THEN true ELSE runq._bad_argument(argument, CASE WHEN optional THEN 'NULL or 1 to 256 characters'::text ELSE '1 to 256 characters'::text END, quote_nullable("left"(value, 100))) END;
+
+COMMENT ON FUNCTION runq._check_identifier(argument text, value text, optional boolean) IS 'Internal: true when value is a name of 1 to 256 characters (or NULL, when optional); else raises 22023 naming argument and value.';
+
+CREATE FUNCTION runq._check_jsonb(argument text, value jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN (value IS NOT NULL) THEN true ELSE runq._bad_argument(argument, 'a jsonb value'::text, value) END;
+
+COMMENT ON FUNCTION runq._check_jsonb(argument text, value jsonb) IS 'Internal: true when value is a jsonb value (JSON null included), not SQL NULL; else raises 22023 naming argument.';
+
+CREATE FUNCTION runq._check_names(argument text, value text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((value IS NULL) OR ((cardinality(value) > 0) AND (array_ndims(value) = 1) AND (array_position(value, NULL::text) IS NULL))) THEN true ELSE runq._bad_argument(argument, 'NULL or a non-empty one-dimensional array without NULLs'::text, value) END;
+
+COMMENT ON FUNCTION runq._check_names(argument text, value text[]) IS 'Internal: true when value is NULL or a non-empty one-dimensional array without NULLs; else raises 22023 naming argument and value.';
+
+CREATE FUNCTION runq._check_object(argument text, value jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN (jsonb_typeof(value) = 'object'::text) THEN true ELSE runq._bad_argument(argument, 'a jsonb object'::text, jsonb_typeof(value)) END;
+
+COMMENT ON FUNCTION runq._check_object(argument text, value jsonb) IS 'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
+
 CREATE FUNCTION runq._checkpoint_state(run_id bigint, seq bigint) RETURNS jsonb
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -340,19 +406,14 @@ DECLARE
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
-    IF _refuse.run_id IS NULL OR _refuse.epoch IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('%s needs a run_id and an epoch, got run_id %s and epoch %s', operation,
-                             coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
-    END IF;
-
     SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', _refuse.run_id);
+        PERFORM runq._run_not_found(_refuse.run_id);
+    ELSIF _refuse.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
 
     IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
@@ -428,6 +489,20 @@ $$;
 
 COMMENT ON FUNCTION runq._resolve_tool_calls(run_ids bigint[], at timestamp with time zone) IS 'Internal: marks tool calls left started by a dead lease retryable or uncertain.';
 
+CREATE FUNCTION runq._run_not_found(run_id bigint) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF run_id IS NULL THEN
+        PERFORM runq._bad_argument('run_id', 'given', run_id);
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'RQ003', MESSAGE = format('run %s not found', run_id);
+END
+$$;
+
+COMMENT ON FUNCTION runq._run_not_found(run_id bigint) IS 'Internal: raises 22023 for a NULL run_id, else RQ003 (run not found). Never returns.';
+
 CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -435,9 +510,9 @@ CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) RETUR
 DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
-    IF ask_user.question IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'question must not be NULL';
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_jsonb('question', ask_user.question);
 
     WITH asked AS (
         UPDATE runq.runs AS r
@@ -460,7 +535,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) IS 'Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session''s active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), 22023 (NULL question).';
+Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).';
 
 CREATE FUNCTION runq.begin_tool(run_id bigint, epoch bigint, call_id text, tool text, idempotency text, args jsonb DEFAULT '{}'::jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -470,22 +545,13 @@ DECLARE
     v_now     timestamptz := clock_timestamp();
     v_status  text;
 BEGIN
-    IF begin_tool.call_id IS NULL OR length(begin_tool.call_id) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('call_id must be 1 to 256 characters, got %L', left(begin_tool.call_id, 100));
-    ELSIF begin_tool.tool IS NULL OR length(begin_tool.tool) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('tool must be 1 to 256 characters, got %L', left(begin_tool.tool, 100));
-    ELSIF begin_tool.idempotency IS NULL
-          OR begin_tool.idempotency NOT IN ('read_only', 'idempotent', 'non_idempotent') THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('idempotency must be read_only, idempotent or non_idempotent, got %L',
-                             left(begin_tool.idempotency, 100));
-    ELSIF begin_tool.args IS NULL OR jsonb_typeof(begin_tool.args) <> 'object' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('args must be a jsonb object, got %s',
-                             coalesce(jsonb_typeof(begin_tool.args), 'NULL'));
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_identifier('call_id', begin_tool.call_id)
+        AND runq._check_identifier('tool', begin_tool.tool)
+        AND runq._check_choice('idempotency', begin_tool.idempotency,
+                               'read_only, idempotent, non_idempotent')
+        AND runq._check_object('args', begin_tool.args);
 
     UPDATE runq.runs AS r
        SET tools_begun = r.tools_begun + 1, updated_at = v_now
@@ -528,7 +594,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.begin_tool(run_id bigint, epoch bigint, call_id text, tool text, idempotency text, args jsonb) IS 'Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool''s class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch), 22023 (bad argument).';
+Raises 22023 (NULL run_id or epoch, a call_id or tool not of 1 to 256 characters, an idempotency not read_only, idempotent or non_idempotent, args not an object), RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch).';
 
 CREATE FUNCTION runq.begin_turn(run_id bigint, epoch bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -557,7 +623,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.begin_turn(run_id bigint, epoch bigint) IS 'Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run''s turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run).';
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL::text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
@@ -569,17 +635,14 @@ DECLARE
     v_flagged boolean;
     v_epoch   bigint;
 BEGIN
-    IF cancel.run_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
-    END IF;
     SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint
       INTO v_status, v_flagged, v_epoch
       FROM runq.runs AS r
      WHERE r.run_id = cancel.run_id
        FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', cancel.run_id);
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(cancel.run_id);
     END IF;
 
     IF v_status IN ('queued', 'waiting_for_user') THEN
@@ -608,7 +671,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.cancel(run_id bigint, reason text) IS 'Cancel a run. Returns cancelled (it was queued or waiting_for_user), cancel_requested (it is running: the worker''s next heartbeat returns false and the run becomes cancelled then) or already_terminal (nothing changed).
-Raises RQ003 (no such run).';
+Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -617,9 +680,9 @@ CREATE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) RETURN
 DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
-    IF checkpoint.state IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'state must not be NULL';
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_jsonb('state', checkpoint.state);
 
     WITH pointed AS (
         UPDATE runq.runs AS r
@@ -645,7 +708,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) IS 'Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), 22023 (NULL state).';
+Raises 22023 (NULL run_id, epoch or state), RQ003 (no such run).';
 
 CREATE FUNCTION runq.claim(classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, max_runs integer DEFAULT 1, kinds text[] DEFAULT NULL::text[]) RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text, kind text, priority integer, payload jsonb, attempt integer, checkpoint jsonb, inputs jsonb, resumed boolean, lease_expires_at timestamp with time zone)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -656,34 +719,12 @@ CREATE FUNCTION runq.claim(classes integer[], worker_id text DEFAULT NULL::text,
 DECLARE
     v_now  timestamptz := clock_timestamp();
 BEGIN
-    -- One expression for good arguments; the detailed checks name what is wrong.
-    IF NOT coalesce(cardinality(claim.classes) > 0 AND array_ndims(claim.classes) = 1
-                    AND array_position(claim.classes, NULL) IS NULL
-                    AND 0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)
-                    AND claim.max_runs >= 1
-                    AND (claim.lease IS NULL OR claim.lease > interval '0'
-                         AND claim.lease < interval '1000 years'), false) THEN
-        IF claim.classes IS NULL OR cardinality(claim.classes) = 0
-           OR array_ndims(claim.classes) <> 1 THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('classes must be a non-empty one-dimensional array, got %s',
-                                 coalesce(left(claim.classes::text, 100), 'NULL'));
-        ELSIF array_position(claim.classes, NULL) IS NOT NULL
-              OR NOT (0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)) THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('classes must be between 0 and 32767, got %s',
-                                 (SELECT coalesce(c::text, 'NULL') FROM unnest(claim.classes) AS c
-                                   WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1));
-        ELSIF claim.max_runs IS NULL OR claim.max_runs < 1 THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('max_runs must be at least 1, got %s',
-                                 coalesce(claim.max_runs::text, 'NULL'));
-        ELSIF claim.lease <= interval '0' OR claim.lease >= interval '1000 years' THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('lease must be positive and under 1000 years, got %s', claim.lease);
-        END IF;
-    END IF;
-
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks); inlined, they cost what one expression costs.
+    IF runq._check_classes('classes', claim.classes)
+       AND runq._check_count('max_runs', claim.max_runs)
+       AND runq._check_duration('lease', claim.lease)
+       AND runq._check_names('kinds', claim.kinds) THEN
     -- Two statements, not one with two branches: a claim of any kind (the hot
     -- path) then plans and starts exactly what it did before kinds existed.
     -- The shared tail (chosen, claimed, logged and the result) is written
@@ -743,12 +784,6 @@ BEGIN
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
-        IF NOT coalesce(cardinality(claim.kinds) > 0 AND array_ndims(claim.kinds) = 1
-                        AND array_position(claim.kinds, NULL) IS NULL, false) THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('kinds must be NULL or a non-empty one-dimensional array without NULLs, got %s',
-                                 left(claim.kinds::text, 200));
-        END IF;
         RETURN QUERY
     WITH picked AS (
         -- These kinds only: the oldest max_runs of each (class, kind) from
@@ -815,6 +850,7 @@ BEGIN
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;
+    END IF;
 END
 $$;
 
@@ -847,18 +883,16 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb) IS 'Mark a run this worker holds under epoch succeeded, with an optional result. Returns true, or false when fenced (the run is no longer running under this epoch; nothing changes but one run.fenced event).
-Raises RQ003 (no such run).';
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100) RETURNS SETOF runq.run_info
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    IF dead_letter.max_runs IS NULL OR dead_letter.max_runs < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_runs must be at least 1, got %s',
-                             coalesce(dead_letter.max_runs::text, 'NULL'));
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_count('max_runs', dead_letter.max_runs);
     RETURN QUERY
         SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
@@ -881,20 +915,15 @@ CREATE FUNCTION runq.deliver_input(run_id bigint, input jsonb) RETURNS boolean
 DECLARE
     v_status text;
 BEGIN
-    IF deliver_input.run_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
-    END IF;
-    IF deliver_input.input IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'input must not be NULL';
-    END IF;
+    PERFORM runq._check_jsonb('input', deliver_input.input);
 
     SELECT r.status::text INTO v_status
       FROM runq.runs AS r
      WHERE r.run_id = deliver_input.run_id
        FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', deliver_input.run_id);
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(deliver_input.run_id);
     ELSIF v_status <> 'waiting_for_user' THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ004',
             MESSAGE = format('run %s is %s, not waiting_for_user', deliver_input.run_id, v_status),
@@ -907,7 +936,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.deliver_input(run_id bigint, input jsonb) IS 'Deliver the user''s input to a waiting_for_user run: the input is stored, the run is queued again with its attempts reset, and the next claim hands the input over. Returns true.
-Raises RQ003 (no such run), RQ004 (the run is not waiting_for_user), 22023 (NULL input).';
+Raises RQ003 (no such run), RQ004 (the run is not waiting_for_user), 22023 (NULL run_id or input).';
 
 CREATE FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -917,11 +946,10 @@ DECLARE
     v_now     timestamptz := clock_timestamp();
     v_status  text;
 BEGIN
-    IF end_tool.call_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'call_id must not be NULL';
-    ELSIF end_tool.outcome IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'outcome must not be NULL';
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_identifier('call_id', end_tool.call_id)
+        AND runq._check_jsonb('outcome', end_tool.outcome);
 
     UPDATE runq.runs AS r
        SET updated_at = v_now
@@ -957,7 +985,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb) IS 'Record the outcome of tool call call_id of a run this worker holds under epoch (also after cancel was requested: the effect happened). Returns true, or false when fenced.
-Raises RQ003 (no such run), RQ004 (the call is not in status started), 22023 (NULL outcome, or a call_id the run never began).';
+Raises 22023 (NULL run_id, epoch or outcome, a call_id not of 1 to 256 characters or never begun by the run), RQ003 (no such run), RQ004 (the call is not in status started).';
 
 CREATE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -997,7 +1025,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb) IS 'Fail a run this worker holds under epoch, permanently: it goes to the dead letter (status failed) and is never retried by the queue; runq.redrive brings it back. failure is an object with a string code and optionally a message; attempt, epoch and at are added. Returns true, or false when fenced.
-Raises RQ003 (no such run), 22023 (failure not an object with a string code).';
+Raises 22023 (NULL run_id or epoch, a failure that is not an object with a string code), RQ003 (no such run).';
 
 CREATE FUNCTION runq.get_run(run_id bigint) RETURNS runq.run_info
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1006,9 +1034,6 @@ CREATE FUNCTION runq.get_run(run_id bigint) RETURNS runq.run_info
 DECLARE
     v_run runq.run_info;
 BEGIN
-    IF get_run.run_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
-    END IF;
     SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
            r.priority::integer, r.attempts::integer, r.max_attempts::integer,
            r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
@@ -1017,15 +1042,15 @@ BEGIN
       FROM runq.runs AS r
      WHERE r.run_id = get_run.run_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', get_run.run_id);
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(get_run.run_id);
     END IF;
     RETURN v_run;
 END
 $$;
 
 COMMENT ON FUNCTION runq.get_run(run_id bigint) IS 'One run: run_id, tenant_id, session_id, kind, status, priority, attempts, max_attempts, scheduled_for, lease_epoch, cancel_requested, result, failure, question, created_at, updated_at, finished_at (use SELECT * FROM runq.get_run(id)).
-Raises RQ003 (no such run).';
+Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE FUNCTION runq.heartbeat(run_id bigint, epoch bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1048,7 +1073,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) IS 'Extend the lease of a run this worker holds under epoch by the lease''s length. Returns true, or false when the worker must stop: the run is no longer running under this epoch (fenced: one run.fenced event is logged) or cancel was requested (the run becomes cancelled now).
-Raises RQ003 (no such run).';
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.orphan_report(stale_after interval DEFAULT NULL::interval) RETURNS TABLE(lease_owner text, stale boolean, did_work boolean, runs bigint, oldest_heartbeat_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1092,19 +1117,16 @@ DECLARE
     v_purged bigint;
     v_cutoff timestamptz;
 BEGIN
-    IF purge.older_than IS NULL OR purge.older_than < interval '0'
-       OR purge.older_than >= interval '1000 years' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('older_than must be at least 0 and under 1000 years, got %s',
-                             coalesce(purge.older_than::text, 'NULL'));
-    ELSIF purge.max_runs IS NULL OR purge.max_runs < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_runs must be at least 1, got %s',
-                             coalesce(purge.max_runs::text, 'NULL'));
-    ELSIF purge.include_failed IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'include_failed must be true or false, got NULL';
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    -- older_than may be 0 (everything finished so far), unlike a duration.
+    PERFORM CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
+                 THEN true
+                 ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
+                                         purge.older_than) END
+        AND runq._check_count('max_runs', purge.max_runs)
+        AND CASE WHEN purge.include_failed IS NOT NULL THEN true
+                 ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END;
     v_cutoff := clock_timestamp() - purge.older_than;
 
     WITH doomed AS (
@@ -1157,17 +1179,14 @@ DECLARE
     v_failure  jsonb;
     v_active   bigint;
 BEGIN
-    IF redrive.run_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
-    END IF;
     SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
       INTO v_status, v_tenant, v_session, v_failure
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id
        FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', redrive.run_id);
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(redrive.run_id);
     ELSIF v_status <> 'failed' THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ004',
             MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
@@ -1206,7 +1225,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.redrive(run_id bigint, reason text) IS 'Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
-Raises RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).';
+Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).';
 
 CREATE FUNCTION runq.release(run_id bigint, epoch bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1226,20 +1245,17 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.release(run_id bigint, epoch bigint) IS 'Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled. Returns true, or false when fenced.
-Raises RQ003 (no such run).';
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.run_events(run_id bigint) RETURNS SETOF runq.run_event
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    IF run_events.run_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
-    END IF;
     PERFORM FROM runq.runs AS r WHERE r.run_id = run_events.run_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', run_events.run_id);
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(run_events.run_id);
     END IF;
     RETURN QUERY
         SELECT e.event_id, e.epoch::bigint, e.type::text, e.payload::jsonb, e.created_at
@@ -1250,7 +1266,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.run_events(run_id bigint) IS 'A run''s events in order: event_id, epoch, type, payload, created_at. Every transition appends one in its own transaction; heartbeats append none.
-Raises RQ003 (no such run).';
+Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE FUNCTION runq.submit(tenant_id text, kind text, payload jsonb DEFAULT '{}'::jsonb, session_id text DEFAULT NULL::text, priority integer DEFAULT 10, idempotency_key text DEFAULT NULL::text, principal_id text DEFAULT NULL::text, scheduled_for timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT 3, recovery_policy text DEFAULT 'resume'::text, queue_ttl interval DEFAULT NULL::interval) RETURNS TABLE(run_id bigint, outcome text)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1266,50 +1282,25 @@ DECLARE
     v_status    text;
     v_run_id    bigint;
 BEGIN
-    -- Identifiers are bounded so that every index key fits a B-tree page,
-    -- whatever their encoding, and messages quote at most 100 characters.
-    IF submit.tenant_id IS NULL OR length(submit.tenant_id) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('tenant_id must be 1 to 256 characters, got %L', left(submit.tenant_id, 100));
-    ELSIF submit.kind IS NULL OR length(submit.kind) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('kind must be 1 to 256 characters, got %L', left(submit.kind, 100));
-    ELSIF submit.payload IS NULL OR jsonb_typeof(submit.payload) <> 'object' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('payload must be a jsonb object, got %s',
-                             coalesce(jsonb_typeof(submit.payload), 'NULL'));
-    ELSIF length(submit.session_id) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('session_id must be NULL or 1 to 256 characters, got %L',
-                             left(submit.session_id, 100));
-    ELSIF submit.priority IS NULL OR submit.priority NOT BETWEEN 0 AND 32767 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('priority must be between 0 and 32767, got %s',
-                             coalesce(submit.priority::text, 'NULL'));
-    ELSIF length(submit.idempotency_key) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('idempotency_key must be NULL or 1 to 256 characters, got %L',
-                             left(submit.idempotency_key, 100));
-    ELSIF length(submit.principal_id) > 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('principal_id must be NULL or at most 256 characters, got %L',
-                             left(submit.principal_id, 100));
-    ELSIF NOT isfinite(submit.scheduled_for) THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('scheduled_for must be NULL or a finite time, got %s', submit.scheduled_for);
-    ELSIF submit.max_attempts IS NULL OR submit.max_attempts < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_attempts must be at least 1, got %s',
-                             coalesce(submit.max_attempts::text, 'NULL'));
-    ELSIF submit.recovery_policy IS NULL
-          OR submit.recovery_policy NOT IN ('resume', 'fail', 'zero_work') THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('recovery_policy must be resume, fail or zero_work, got %L',
-                             left(submit.recovery_policy, 100));
-    ELSIF submit.queue_ttl <= interval '0' OR submit.queue_ttl >= interval '1000 years' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('queue_ttl must be positive and under 1000 years, got %s', submit.queue_ttl);
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks), in the order of the arguments.
+    PERFORM runq._check_identifier('tenant_id', submit.tenant_id)
+        AND runq._check_identifier('kind', submit.kind)
+        AND runq._check_object('payload', submit.payload)
+        AND runq._check_identifier('session_id', submit.session_id, optional => true)
+        AND CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
+                 ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END
+        AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
+        -- A principal is the caller's own name for who asked; empty is allowed.
+        AND CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
+                 ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
+                                         quote_literal(left(submit.principal_id, 100))) END
+        AND CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
+                 ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
+                                         submit.scheduled_for) END
+        AND runq._check_count('max_attempts', submit.max_attempts)
+        AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
+        AND runq._check_duration('queue_ttl', submit.queue_ttl);
 
     -- 1. Idempotency.
     IF submit.idempotency_key IS NOT NULL THEN
@@ -1442,11 +1433,9 @@ DECLARE
     v_now      timestamptz := clock_timestamp();
     v_expired  bigint[];
 BEGIN
-    IF sweep.max_runs IS NULL OR sweep.max_runs < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_runs must be at least 1, got %s',
-                             coalesce(sweep.max_runs::text, 'NULL'));
-    END IF;
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    PERFORM runq._check_count('max_runs', sweep.max_runs);
 
     SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
       FROM (SELECT r.run_id
@@ -1503,13 +1492,10 @@ CREATE FUNCTION runq.tool_calls(run_id bigint) RETURNS TABLE(call_id text, tool 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    IF tool_calls.run_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
-    END IF;
     PERFORM FROM runq.runs AS r WHERE r.run_id = tool_calls.run_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', tool_calls.run_id);
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(tool_calls.run_id);
     END IF;
     RETURN QUERY
         SELECT t.call_id::text, t.tool::text, t.idempotency::text, t.status::text,
@@ -1521,7 +1507,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.tool_calls(run_id bigint) IS 'A run''s tool calls in the order they began: call_id, tool, idempotency, status (started, finished, retryable or uncertain), epoch, args, outcome, started_at, finished_at. An uncertain call is a non_idempotent call whose lease died before end_tool: report it to the model as an unknown outcome, never as a failure.
-Raises RQ003 (no such run).';
+Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE SEQUENCE runq.progress_seq
     START WITH 1
@@ -1772,6 +1758,26 @@ GRANT USAGE ON SCHEMA runq TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq._backoff(attempts integer) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._bad_argument(argument text, expected text, got anyelement) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_choice(argument text, value text, choices text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._first_bad_class(value integer[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_classes(argument text, value integer[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_count(argument text, value integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_duration(argument text, value interval) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_identifier(argument text, value text, optional boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_jsonb(argument text, value jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_names(argument text, value text[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_object(argument text, value jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._checkpoint_state(run_id bigint, seq bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamp with time zone) FROM PUBLIC;
@@ -1785,6 +1791,8 @@ REVOKE ALL ON FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text,
 REVOKE ALL ON FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._resolve_tool_calls(run_ids bigint[], at timestamp with time zone) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._run_not_found(run_id bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) TO runq_worker;
