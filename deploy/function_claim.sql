@@ -24,9 +24,10 @@ SET LOCAL statement_timeout = '10s';
 -- its newest checkpoint (one key lookup) and the inputs delivered after it,
 -- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
 --
--- Reworked after v0.1.2: the arguments are checked once each, by the
--- shared checks of argument_checks, instead of by one expression and again
--- by detailed checks. Same errors, same plan.
+-- Reworked after v0.1.2: the arguments are tested by the shared predicates
+-- and, when one fails, named by the shared checks of argument_checks,
+-- instead of by rules written out twice. Same plan; the messages read as
+-- every other 22023 does.
 CREATE OR REPLACE FUNCTION runq.claim(
     classes    integer[],
     worker_id  text     DEFAULT NULL,
@@ -52,12 +53,16 @@ AS $$
 DECLARE
     v_now  timestamptz := clock_timestamp();
 BEGIN
-    -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks); inlined, they cost what one expression costs.
-    IF runq._check_classes('classes', claim.classes)
-       AND runq._check_count('max_runs', claim.max_runs)
-       AND runq._check_duration('lease', claim.lease)
-       AND runq._check_names('kinds', claim.kinds) THEN
+    -- The rules, as the inlined predicates of deploy/argument_checks; when one
+    -- fails, the checks raise 22023 naming the argument and its value. Only
+    -- then: a check's message costs every claim that holds it.
+    IF NOT coalesce(runq._is_classes(claim.classes) AND runq._is_count(claim.max_runs)
+                    AND runq._is_duration(claim.lease), false) THEN
+        PERFORM runq._check_classes('classes', claim.classes)
+            AND runq._check_count('max_runs', claim.max_runs)
+            AND runq._check_duration('lease', claim.lease);
+    END IF;
+
     -- Two statements, not one with two branches: a claim of any kind (the hot
     -- path) then plans and starts exactly what it did before kinds existed.
     -- The shared tail (chosen, claimed, logged and the result) is written
@@ -117,6 +122,10 @@ BEGIN
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
+        -- kinds is tested here, off the claim of any kind.
+        IF NOT coalesce(runq._is_names(claim.kinds), false) THEN
+            PERFORM runq._check_names('kinds', claim.kinds);
+        END IF;
         RETURN QUERY
     WITH picked AS (
         -- These kinds only: the oldest max_runs of each (class, kind) from
@@ -182,7 +191,6 @@ BEGIN
            c.lease_epoch > 1, c.lease_expires_at
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
-    END IF;
     END IF;
 END
 $$;

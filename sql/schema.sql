@@ -223,21 +223,39 @@ CREATE FUNCTION runq._first_bad_class(value integer[]) RETURNS text
 
 COMMENT ON FUNCTION runq._first_bad_class(value integer[]) IS 'Internal: for a message, the first NULL or out-of-range class of value, else value itself (at most 100 characters), as text.';
 
+CREATE FUNCTION runq._is_classes(value integer[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((cardinality(value) > 0) AND (array_ndims(value) = 1) AND (0 <= ALL (value)) AND (32767 >= ALL (value)));
+
+COMMENT ON FUNCTION runq._is_classes(value integer[]) IS 'Internal: value is a non-empty one-dimensional array of classes between 0 and 32767 (NULL or false otherwise).';
+
 CREATE FUNCTION runq._check_classes(argument text, value integer[]) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN CASE WHEN ((cardinality(value) > 0) AND (array_ndims(value) = 1) AND (0 <= ALL (value)) AND (32767 >= ALL (value))) THEN true ELSE runq._bad_argument(argument, 'a non-empty one-dimensional array of classes between 0 and 32767'::text, runq._first_bad_class(value)) END;
+    RETURN CASE WHEN runq._is_classes(value) THEN true ELSE runq._bad_argument(argument, 'a non-empty one-dimensional array of classes between 0 and 32767'::text, runq._first_bad_class(value)) END;
 
 COMMENT ON FUNCTION runq._check_classes(argument text, value integer[]) IS 'Internal: true when value is a non-empty one-dimensional array of classes between 0 and 32767; else raises 22023 naming argument and value.';
 
+CREATE FUNCTION runq._is_count(value integer) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (value >= 1);
+
+COMMENT ON FUNCTION runq._is_count(value integer) IS 'Internal: value is at least 1 (NULL when value is NULL).';
+
 CREATE FUNCTION runq._check_count(argument text, value integer) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN CASE WHEN (value >= 1) THEN true ELSE runq._bad_argument(argument, 'at least 1'::text, value) END;
+    RETURN CASE WHEN runq._is_count(value) THEN true ELSE runq._bad_argument(argument, 'at least 1'::text, value) END;
 
 COMMENT ON FUNCTION runq._check_count(argument text, value integer) IS 'Internal: true when value is at least 1; else raises 22023 naming argument and value.';
 
+CREATE FUNCTION runq._is_duration(value interval) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((value IS NULL) OR ((value > '00:00:00'::interval) AND (value < '1000 years'::interval)));
+
+COMMENT ON FUNCTION runq._is_duration(value interval) IS 'Internal: value is NULL, or positive and under 1000 years.';
+
 CREATE FUNCTION runq._check_duration(argument text, value interval) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN CASE WHEN ((value IS NULL) OR ((value > '00:00:00'::interval) AND (value < '1000 years'::interval))) THEN true ELSE runq._bad_argument(argument, 'positive and under 1000 years'::text, value) END;
+    RETURN CASE WHEN runq._is_duration(value) THEN true ELSE runq._bad_argument(argument, 'positive and under 1000 years'::text, value) END;
 
 COMMENT ON FUNCTION runq._check_duration(argument text, value interval) IS 'Internal: true when value is NULL (the default) or positive and under 1000 years; else raises 22023 naming argument and value.';
 
@@ -253,9 +271,15 @@ CREATE FUNCTION runq._check_jsonb(argument text, value jsonb) RETURNS boolean
 
 COMMENT ON FUNCTION runq._check_jsonb(argument text, value jsonb) IS 'Internal: true when value is a jsonb value (JSON null included), not SQL NULL; else raises 22023 naming argument.';
 
+CREATE FUNCTION runq._is_names(value text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((value IS NULL) OR ((cardinality(value) > 0) AND (array_ndims(value) = 1) AND (array_position(value, NULL::text) IS NULL)));
+
+COMMENT ON FUNCTION runq._is_names(value text[]) IS 'Internal: value is NULL, or a non-empty one-dimensional array without NULLs.';
+
 CREATE FUNCTION runq._check_names(argument text, value text[]) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN CASE WHEN ((value IS NULL) OR ((cardinality(value) > 0) AND (array_ndims(value) = 1) AND (array_position(value, NULL::text) IS NULL))) THEN true ELSE runq._bad_argument(argument, 'NULL or a non-empty one-dimensional array without NULLs'::text, value) END;
+    RETURN CASE WHEN runq._is_names(value) THEN true ELSE runq._bad_argument(argument, 'NULL or a non-empty one-dimensional array without NULLs'::text, value) END;
 
 COMMENT ON FUNCTION runq._check_names(argument text, value text[]) IS 'Internal: true when value is NULL or a non-empty one-dimensional array without NULLs; else raises 22023 naming argument and value.';
 
@@ -719,12 +743,16 @@ CREATE FUNCTION runq.claim(classes integer[], worker_id text DEFAULT NULL::text,
 DECLARE
     v_now  timestamptz := clock_timestamp();
 BEGIN
-    -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks); inlined, they cost what one expression costs.
-    IF runq._check_classes('classes', claim.classes)
-       AND runq._check_count('max_runs', claim.max_runs)
-       AND runq._check_duration('lease', claim.lease)
-       AND runq._check_names('kinds', claim.kinds) THEN
+    -- The rules, as the inlined predicates of deploy/argument_checks; when one
+    -- fails, the checks raise 22023 naming the argument and its value. Only
+    -- then: a check's message costs every claim that holds it.
+    IF NOT coalesce(runq._is_classes(claim.classes) AND runq._is_count(claim.max_runs)
+                    AND runq._is_duration(claim.lease), false) THEN
+        PERFORM runq._check_classes('classes', claim.classes)
+            AND runq._check_count('max_runs', claim.max_runs)
+            AND runq._check_duration('lease', claim.lease);
+    END IF;
+
     -- Two statements, not one with two branches: a claim of any kind (the hot
     -- path) then plans and starts exactly what it did before kinds existed.
     -- The shared tail (chosen, claimed, logged and the result) is written
@@ -784,6 +812,10 @@ BEGIN
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
+        -- kinds is tested here, off the claim of any kind.
+        IF NOT coalesce(runq._is_names(claim.kinds), false) THEN
+            PERFORM runq._check_names('kinds', claim.kinds);
+        END IF;
         RETURN QUERY
     WITH picked AS (
         -- These kinds only: the oldest max_runs of each (class, kind) from
@@ -849,7 +881,6 @@ BEGIN
            c.lease_epoch > 1, c.lease_expires_at
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
-    END IF;
     END IF;
 END
 $$;
@@ -1764,15 +1795,23 @@ REVOKE ALL ON FUNCTION runq._check_choice(argument text, value text, choices tex
 
 REVOKE ALL ON FUNCTION runq._first_bad_class(value integer[]) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._is_classes(value integer[]) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._check_classes(argument text, value integer[]) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._is_count(value integer) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._check_count(argument text, value integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._is_duration(value interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_duration(argument text, value interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_identifier(argument text, value text, optional boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_jsonb(argument text, value jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._is_names(value text[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_names(argument text, value text[]) FROM PUBLIC;
 

@@ -10,7 +10,8 @@ BEGIN
                              'runq._check_duration(text, interval)', 'runq._check_object(text, jsonb)', 'runq._check_jsonb(text, jsonb)',
                              'runq._check_choice(text, text, text)',
                              'runq._check_classes(text, integer[])', 'runq._check_names(text, text[])',
-                             'runq._first_bad_class(integer[])']::regprocedure[] LOOP
+                             'runq._first_bad_class(integer[])', 'runq._is_count(integer)', 'runq._is_duration(interval)',
+                             'runq._is_classes(integer[])', 'runq._is_names(text[])']::regprocedure[] LOOP
         -- A SQL-standard body, so that no search_path reaches it, and IMMUTABLE, so that
         -- the planner inlines it and PL/pgSQL takes no snapshot to run it.
         ASSERT (SELECT p.prosqlbody IS NOT NULL AND NOT p.prosecdef AND p.proconfig IS NULL
@@ -26,6 +27,7 @@ BEGIN
               WHERE p.pronamespace = 'runq'::regnamespace
                 AND p.proname IN ('_bad_argument', '_check_identifier', '_check_count', '_check_duration',
                                   '_check_object', '_check_jsonb', '_check_choice', '_check_classes', '_check_names', '_first_bad_class',
+                                  '_is_count', '_is_duration', '_is_classes', '_is_names',
                                   '_run_not_found') LOOP
         ASSERT NOT pg_catalog.has_function_privilege('runq_client', f, 'EXECUTE'), f::text;
         ASSERT NOT pg_catalog.has_function_privilege('runq_worker', f, 'EXECUTE'), f::text;
