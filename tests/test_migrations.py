@@ -278,11 +278,11 @@ BREAKAGES = [
     pytest.param("function_heartbeat", *reversed(grant(HEARTBEAT, "runq_admin")),
                  "EXECUTE is granted to {runq_worker}, not to {runq_admin,runq_worker}",
                  id="execute-role-missing"),
-    pytest.param("function_sweep", *grant("runq.sweep(integer)", "pg_monitor"),
+    pytest.param("function_sweep@HEAD", *grant("runq.sweep(integer)", "pg_monitor"),
                  "EXECUTE is granted to {pg_monitor,", id="execute-other-role"),
     pytest.param("function__backoff", *grant("runq._backoff(integer)", "runq_admin"),
                  "EXECUTE is granted to {runq_admin}, not to {}", id="execute-internal"),
-    pytest.param("function_get_run", "COMMENT ON FUNCTION runq.get_run(bigint) IS NULL",
+    pytest.param("function_get_run@HEAD", "COMMENT ON FUNCTION runq.get_run(bigint) IS NULL",
                  "COMMENT ON FUNCTION runq.get_run(bigint) IS 'One run.'",
                  "has no COMMENT", id="comment"),
     pytest.param("function_claim@HEAD", *alter(CLAIM, "RESET search_path", PINNED),
@@ -301,7 +301,10 @@ BREAKAGES = [
                  "another function of that name", id="old-signature-left"),
     pytest.param("function_submit@HEAD",
                  "\\i revert/function_submit.sql", "\\i deploy/function_submit.sql",
-                 "its source lacks 'EXIT WHEN FOUND'", id="body-of-another-version"),
+                 "its source lacks 'runq._check_identifier('", id="body-of-another-version"),
+    pytest.param("argument_checks",
+                 *alter("runq._check_count(text, integer)", "STABLE", "IMMUTABLE"),
+                 "volatility s, not i", id="volatility-of-one-of-several"),
     pytest.param("function__inputs_after",
                  *alter("runq._inputs_after(bigint, bigint)", "STABLE", "VOLATILE"),
                  "volatility s, not v", id="volatility"),
@@ -396,9 +399,10 @@ def test_every_function_and_domain_goes_through_its_verify_helper(server_url: st
     for path in (ROOT / "verify").glob("*.sql"):
         text = path.read_text()
         for kind, names in named.items():
-            m = re.search(rf"^\\set {kind} '?([^'\n]+?)'?$", text, re.MULTILINE)
-            if "@" not in path.stem and m and f"\\ir lib/{kind}.sql" in text:
-                names.append(m.group(1))
+            if "@" in path.stem or f"\\ir lib/{kind}.sql" not in text:
+                continue
+            for m in re.finditer(rf"^\\set {kind} '?([^'\n]+?)'?$", text, re.MULTILINE):
+                names.extend(n.strip() for n in m.group(1).split(";"))
     with psycopg.connect(with_dbname(server_url, sqitch_db)) as conn:
         def rows(sql: str, *params: object) -> list[str]:
             return sorted(r[0] for r in conn.execute(sql, params).fetchall())

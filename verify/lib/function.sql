@@ -5,7 +5,8 @@
 --     \set callers 'runq_worker runq_admin'
 --     \ir lib/function.sql
 --
--- function is the signature (a regprocedure); callers the roles that may
+-- function is the signature (a regprocedure), or several separated by ';'
+-- (a change that creates a family of functions); callers the roles that may
 -- EXECUTE it, '' for an internal function (runq._name). Optional:
 --     \set body 'RETURN QUERY'   a text its source contains: which version
 --                                of a reworked function is deployed
@@ -35,7 +36,7 @@ SET LOCAL verify.volatility = :'volatility';
 
 DO $$
 DECLARE
-    f regprocedure := current_setting('verify.function');
+    f regprocedure;
     callers text[] := ARRAY(SELECT r FROM regexp_split_to_table(current_setting('verify.callers'), '\s+') AS r
                              WHERE r <> '' ORDER BY r);
     -- A setting SET LOCAL once reads '' after its transaction, not NULL.
@@ -45,6 +46,7 @@ DECLARE
     p pg_catalog.pg_proc;
     granted text[];
 BEGIN
+    FOREACH f IN ARRAY string_to_array(current_setting('verify.function'), ';')::regprocedure[] LOOP
     SELECT * INTO p FROM pg_catalog.pg_proc WHERE oid = f;
     ASSERT internal = (p.proname LIKE '\_%'),
         format('%s: runq._name is internal and has no callers, every other function has callers', f);
@@ -68,6 +70,7 @@ BEGIN
     ASSERT body IS NULL OR strpos(p.prosrc, body) > 0, format('%s: its source lacks %L', f, body);
     ASSERT volatility IS NULL OR p.provolatile = volatility,
         format('%s: volatility %s, not %s', f, p.provolatile, volatility);
+    END LOOP;
 END $$;
 
 ROLLBACK;
