@@ -5,6 +5,10 @@ BEGIN;
 
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
+-- A SQL-standard body binds its names now, for good: to pg_catalog's, not to
+-- a look-alike an earlier schema of the deploying role's path might hold (a
+-- public.cardinality(integer[]) would beat pg_catalog.cardinality(anyarray)).
+SET LOCAL search_path = pg_catalog, pg_temp;
 
 -- The argument rules, each defined once, for every function that takes such
 -- an argument. A check returns true or raises 22023 (invalid_parameter_value)
@@ -28,8 +32,11 @@ SET LOCAL statement_timeout = '10s';
 -- function could not be IMMUTABLE and still be inlined. The price: the
 -- planner folds an immutable call whose arguments are all constants, even in
 -- a branch not taken. So the last argument always derives from the checked
--- value: then it is a constant only when the value is, and a constant value
--- that reaches the ELSE branch is a bad one, rightly refused while planning.
+-- value, and every condition is made of immutable operators only: then the
+-- ELSE branch is all constants only when the value is a constant, the
+-- condition folds too, and only a bad value reaches the branch, rightly
+-- refused while planning. (So never call a check with a constant bad value in
+-- a branch that is not taken.)
 -- got is polymorphic, and shown as text here, because most casts to text are
 -- STABLE (they read DateStyle, IntervalStyle, the time zone): one in a
 -- check's body would stop its inlining.
@@ -90,7 +97,7 @@ RETURN CASE WHEN runq._is_count(value)
             ELSE runq._bad_argument(argument, 'at least 1', value)
        END;
 
--- A length of time (lease, queue_ttl, stale_after), NULL meaning the
+-- A length of time (lease, queue_ttl), NULL meaning the
 -- caller's default. The upper bound keeps now() + value finite.
 CREATE FUNCTION runq._is_duration(value interval)
     RETURNS boolean

@@ -43,14 +43,15 @@ DECLARE
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
+    IF _refuse.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
+    END IF;
     SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
         PERFORM runq._run_not_found(_refuse.run_id);
-    ELSIF _refuse.epoch IS NULL THEN
-        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
 
     IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
@@ -93,6 +94,6 @@ $$;
 REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
-    'Internal: answers a worker write that its fence refused: RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
 COMMIT;

@@ -29,8 +29,10 @@ DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_jsonb('question', ask_user.question);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('question', ask_user.question) THEN
+    END IF;
 
     WITH asked AS (
         UPDATE runq.runs AS r

@@ -41,12 +41,14 @@ DECLARE
     v_status  text;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_identifier('call_id', begin_tool.call_id)
-        AND runq._check_identifier('tool', begin_tool.tool)
-        AND runq._check_choice('idempotency', begin_tool.idempotency,
-                               'read_only, idempotent, non_idempotent')
-        AND runq._check_object('args', begin_tool.args);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_identifier('call_id', begin_tool.call_id)
+       AND runq._check_identifier('tool', begin_tool.tool)
+       AND runq._check_choice('idempotency', begin_tool.idempotency,
+                              'read_only, idempotent, non_idempotent')
+       AND runq._check_object('args', begin_tool.args) THEN
+    END IF;
 
     UPDATE runq.runs AS r
        SET tools_begun = r.tools_begun + 1, updated_at = v_now

@@ -12,7 +12,7 @@ SET LOCAL statement_timeout = '10s';
 
 -- Called by operators (runq failed). Reads only failed runs, through the
 -- partial runs_dead_letter_idx, newest failure first.
--- Raises 22023 (max_runs below 1).
+-- Raises 22023 (max_runs NULL or below 1).
 --
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
@@ -24,8 +24,10 @@ CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
 AS $$
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_count('max_runs', dead_letter.max_runs);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', dead_letter.max_runs) THEN
+    END IF;
     RETURN QUERY
         SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
@@ -43,6 +45,6 @@ GRANT EXECUTE ON FUNCTION runq.dead_letter(integer) TO runq_admin;
 
 COMMENT ON FUNCTION runq.dead_letter(integer) IS
 $c$The dead letter: up to max_runs failed runs, newest failure first, with the columns of runq.get_run (failure says why). runq.redrive takes one back out.
-Raises 22023 (max_runs below 1).$c$;
+Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;

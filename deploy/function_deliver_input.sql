@@ -24,7 +24,8 @@ AS $$
 DECLARE
     v_status text;
 BEGIN
-    PERFORM runq._check_jsonb('input', deliver_input.input);
+    IF runq._check_jsonb('input', deliver_input.input) THEN
+    END IF;
 
     SELECT r.status::text INTO v_status
       FROM runq.runs AS r

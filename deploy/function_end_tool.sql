@@ -32,9 +32,11 @@ DECLARE
     v_status  text;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_identifier('call_id', end_tool.call_id)
-        AND runq._check_jsonb('outcome', end_tool.outcome);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_identifier('call_id', end_tool.call_id)
+       AND runq._check_jsonb('outcome', end_tool.outcome) THEN
+    END IF;
 
     UPDATE runq.runs AS r
        SET updated_at = v_now

@@ -53,15 +53,17 @@ DECLARE
     v_cutoff timestamptz;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
     -- older_than may be 0 (everything finished so far), unlike a duration.
-    PERFORM CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
-                 THEN true
-                 ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
-                                         purge.older_than) END
-        AND runq._check_count('max_runs', purge.max_runs)
-        AND CASE WHEN purge.include_failed IS NOT NULL THEN true
-                 ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END;
+    IF (CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
+                THEN true
+                ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
+                                        purge.older_than) END)
+       AND runq._check_count('max_runs', purge.max_runs)
+       AND (CASE WHEN purge.include_failed IS NOT NULL THEN true
+                ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END) THEN
+    END IF;
     v_cutoff := clock_timestamp() - purge.older_than;
 
     WITH doomed AS (
@@ -104,6 +106,6 @@ GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
 $c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
-Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1, NULL include_failed).$c$;
+Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).$c$;
 
 COMMIT;

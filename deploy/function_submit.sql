@@ -59,24 +59,26 @@ DECLARE
     v_run_id    bigint;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks), in the order of the arguments.
-    PERFORM runq._check_identifier('tenant_id', submit.tenant_id)
-        AND runq._check_identifier('kind', submit.kind)
-        AND runq._check_object('payload', submit.payload)
-        AND runq._check_identifier('session_id', submit.session_id, optional => true)
-        AND CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
-                 ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END
-        AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
-        -- A principal is the caller's own name for who asked; empty is allowed.
-        AND CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
-                 ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
-                                         quote_literal(left(submit.principal_id, 100))) END
-        AND CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
-                 ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
-                                         submit.scheduled_for) END
-        AND runq._check_count('max_attempts', submit.max_attempts)
-        AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
-        AND runq._check_duration('queue_ttl', submit.queue_ttl);
+    -- (deploy/argument_checks), in the order of the arguments. An IF runs them
+    -- as one expression; a PERFORM would run them as a statement of its own.
+    -- A principal is the caller's own name for who asked: empty is allowed.
+    IF runq._check_identifier('tenant_id', submit.tenant_id)
+       AND runq._check_identifier('kind', submit.kind)
+       AND runq._check_object('payload', submit.payload)
+       AND runq._check_identifier('session_id', submit.session_id, optional => true)
+       AND (CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
+                ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END)
+       AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
+       AND (CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
+                ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
+                                        quote_literal(left(submit.principal_id, 100))) END)
+       AND (CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
+                ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
+                                        submit.scheduled_for) END)
+       AND runq._check_count('max_attempts', submit.max_attempts)
+       AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
+       AND runq._check_duration('queue_ttl', submit.queue_ttl) THEN
+    END IF;
 
     -- 1. Idempotency.
     IF submit.idempotency_key IS NOT NULL THEN

@@ -8,6 +8,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by workers. The run waits for the user: its lease ends, and it keeps
 -- its session's one active slot, so the user's answer (a submit to that
 -- session, or runq.deliver_input) resumes this run rather than starting one.

@@ -9,6 +9,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by workers before a tool executes, with the tool's declared
 -- idempotency class, which decides what a dead lease makes of the call
 -- (runq._resolve_tool_calls). Locks the run with the fenced update first, so

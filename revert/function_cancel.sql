@@ -7,6 +7,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by submitters and operators. Locks the run. A queued or waiting run
 -- is cancelled at once; a running one gets the durable cancel flag, which the
 -- worker's next heartbeat (or other fenced write) turns into 'cancelled' — the

@@ -9,6 +9,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by workers at a tool-invocation boundary. One statement: the fenced
 -- update points the run at the new checkpoint (a HOT update: last_checkpoint
 -- is not indexed), stores the state and logs run.checkpointed.

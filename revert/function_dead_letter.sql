@@ -7,6 +7,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by operators (runq failed). Reads only failed runs, through the
 -- partial runs_dead_letter_idx, newest failure first.
 -- Raises 22023 (max_runs below 1).

@@ -6,6 +6,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by submitters answering a run's question. Locks the run. Raises
 -- 22023 (NULL input), RQ003 (no such run), RQ004 (not waiting_for_user).
 CREATE OR REPLACE FUNCTION runq.deliver_input(run_id bigint, input jsonb)

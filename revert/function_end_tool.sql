@@ -9,6 +9,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by workers after a tool returned. Applies even when cancel was
 -- requested: the effect happened and the log must say so. The fenced update
 -- of the run comes first, for the lock (see begin_tool).

@@ -7,6 +7,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by submitters and operators; reads one row. Raises RQ003.
 CREATE OR REPLACE FUNCTION runq.get_run(run_id bigint)
     RETURNS runq.run_info

@@ -7,6 +7,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by operators to take a run out of the dead letter. Locks the run.
 -- The session rule still holds: the partial unique index refuses the requeue
 -- when the session has another active run, and that becomes RQ002.

@@ -8,6 +8,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by submitters and operators; reads a run's event log. Raises RQ003.
 CREATE OR REPLACE FUNCTION runq.run_events(run_id bigint)
     RETURNS SETOF runq.run_event

@@ -9,6 +9,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called on a timer by worker pools and operators, from any number of
 -- processes at once: every pick is FOR UPDATE SKIP LOCKED, so concurrent
 -- sweepers split the work and a run is decided once. Up to max_runs runs in

@@ -7,6 +7,9 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by workers resuming a run (which calls are retryable, which are
 -- uncertain) and by operators. Reads only. Raises RQ003.
 CREATE OR REPLACE FUNCTION runq.tool_calls(run_id bigint)

@@ -3755,6 +3755,10 @@ BEGIN;
 
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
+-- A SQL-standard body binds its names now, for good: to pg_catalog's, not to
+-- a look-alike an earlier schema of the deploying role's path might hold (a
+-- public.cardinality(integer[]) would beat pg_catalog.cardinality(anyarray)).
+SET LOCAL search_path = pg_catalog, pg_temp;
 
 -- The argument rules, each defined once, for every function that takes such
 -- an argument. A check returns true or raises 22023 (invalid_parameter_value)
@@ -3778,8 +3782,11 @@ SET LOCAL statement_timeout = '10s';
 -- function could not be IMMUTABLE and still be inlined. The price: the
 -- planner folds an immutable call whose arguments are all constants, even in
 -- a branch not taken. So the last argument always derives from the checked
--- value: then it is a constant only when the value is, and a constant value
--- that reaches the ELSE branch is a bad one, rightly refused while planning.
+-- value, and every condition is made of immutable operators only: then the
+-- ELSE branch is all constants only when the value is a constant, the
+-- condition folds too, and only a bad value reaches the branch, rightly
+-- refused while planning. (So never call a check with a constant bad value in
+-- a branch that is not taken.)
 -- got is polymorphic, and shown as text here, because most casts to text are
 -- STABLE (they read DateStyle, IntervalStyle, the time zone): one in a
 -- check's body would stop its inlining.
@@ -3840,7 +3847,7 @@ RETURN CASE WHEN runq._is_count(value)
             ELSE runq._bad_argument(argument, 'at least 1', value)
        END;
 
--- A length of time (lease, queue_ttl, stale_after), NULL meaning the
+-- A length of time (lease, queue_ttl), NULL meaning the
 -- caller's default. The upper bound keeps now() + value finite.
 CREATE FUNCTION runq._is_duration(value interval)
     RETURNS boolean
@@ -4284,24 +4291,26 @@ DECLARE
     v_run_id    bigint;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks), in the order of the arguments.
-    PERFORM runq._check_identifier('tenant_id', submit.tenant_id)
-        AND runq._check_identifier('kind', submit.kind)
-        AND runq._check_object('payload', submit.payload)
-        AND runq._check_identifier('session_id', submit.session_id, optional => true)
-        AND CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
-                 ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END
-        AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
-        -- A principal is the caller's own name for who asked; empty is allowed.
-        AND CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
-                 ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
-                                         quote_literal(left(submit.principal_id, 100))) END
-        AND CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
-                 ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
-                                         submit.scheduled_for) END
-        AND runq._check_count('max_attempts', submit.max_attempts)
-        AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
-        AND runq._check_duration('queue_ttl', submit.queue_ttl);
+    -- (deploy/argument_checks), in the order of the arguments. An IF runs them
+    -- as one expression; a PERFORM would run them as a statement of its own.
+    -- A principal is the caller's own name for who asked: empty is allowed.
+    IF runq._check_identifier('tenant_id', submit.tenant_id)
+       AND runq._check_identifier('kind', submit.kind)
+       AND runq._check_object('payload', submit.payload)
+       AND runq._check_identifier('session_id', submit.session_id, optional => true)
+       AND (CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
+                ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END)
+       AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
+       AND (CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
+                ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
+                                        quote_literal(left(submit.principal_id, 100))) END)
+       AND (CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
+                ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
+                                        submit.scheduled_for) END)
+       AND runq._check_count('max_attempts', submit.max_attempts)
+       AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
+       AND runq._check_duration('queue_ttl', submit.queue_ttl) THEN
+    END IF;
 
     -- 1. Idempotency.
     IF submit.idempotency_key IS NOT NULL THEN
@@ -4478,12 +4487,14 @@ DECLARE
     v_status  text;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_identifier('call_id', begin_tool.call_id)
-        AND runq._check_identifier('tool', begin_tool.tool)
-        AND runq._check_choice('idempotency', begin_tool.idempotency,
-                               'read_only, idempotent, non_idempotent')
-        AND runq._check_object('args', begin_tool.args);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_identifier('call_id', begin_tool.call_id)
+       AND runq._check_identifier('tool', begin_tool.tool)
+       AND runq._check_choice('idempotency', begin_tool.idempotency,
+                              'read_only, idempotent, non_idempotent')
+       AND runq._check_object('args', begin_tool.args) THEN
+    END IF;
 
     UPDATE runq.runs AS r
        SET tools_begun = r.tools_begun + 1, updated_at = v_now
@@ -4555,7 +4566,7 @@ SET LOCAL statement_timeout = '10s';
 -- sweepers split the work and a run is decided once. Up to max_runs runs in
 -- all: first running runs whose lease has expired (oldest expiry first,
 -- through runq._expire_leases), then queued runs past their queue_ttl.
--- Raises 22023 (max_runs below 1).
+-- Raises 22023 (max_runs NULL or below 1).
 --
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
@@ -4570,8 +4581,10 @@ DECLARE
     v_expired  bigint[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_count('max_runs', sweep.max_runs);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', sweep.max_runs) THEN
+    END IF;
 
     SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
       FROM (SELECT r.run_id
@@ -4625,7 +4638,7 @@ GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.sweep(integer) IS
 $c$Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
-Raises 22023 (max_runs below 1).$c$;
+Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;
 
@@ -4645,7 +4658,7 @@ SET LOCAL statement_timeout = '10s';
 
 -- Called by operators (runq failed). Reads only failed runs, through the
 -- partial runs_dead_letter_idx, newest failure first.
--- Raises 22023 (max_runs below 1).
+-- Raises 22023 (max_runs NULL or below 1).
 --
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
@@ -4657,8 +4670,10 @@ CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
 AS $$
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_count('max_runs', dead_letter.max_runs);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', dead_letter.max_runs) THEN
+    END IF;
     RETURN QUERY
         SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
@@ -4676,7 +4691,7 @@ GRANT EXECUTE ON FUNCTION runq.dead_letter(integer) TO runq_admin;
 
 COMMENT ON FUNCTION runq.dead_letter(integer) IS
 $c$The dead letter: up to max_runs failed runs, newest failure first, with the columns of runq.get_run (failure says why). runq.redrive takes one back out.
-Raises 22023 (max_runs below 1).$c$;
+Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;
 
@@ -4737,15 +4752,17 @@ DECLARE
     v_cutoff timestamptz;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
     -- older_than may be 0 (everything finished so far), unlike a duration.
-    PERFORM CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
-                 THEN true
-                 ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
-                                         purge.older_than) END
-        AND runq._check_count('max_runs', purge.max_runs)
-        AND CASE WHEN purge.include_failed IS NOT NULL THEN true
-                 ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END;
+    IF (CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
+                THEN true
+                ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
+                                        purge.older_than) END)
+       AND runq._check_count('max_runs', purge.max_runs)
+       AND (CASE WHEN purge.include_failed IS NOT NULL THEN true
+                ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END) THEN
+    END IF;
     v_cutoff := clock_timestamp() - purge.older_than;
 
     WITH doomed AS (
@@ -4788,7 +4805,7 @@ GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
 $c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
-Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1, NULL include_failed).$c$;
+Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).$c$;
 
 COMMIT;
 
@@ -5140,7 +5157,8 @@ AS $$
 DECLARE
     v_status text;
 BEGIN
-    PERFORM runq._check_jsonb('input', deliver_input.input);
+    IF runq._check_jsonb('input', deliver_input.input) THEN
+    END IF;
 
     SELECT r.status::text INTO v_status
       FROM runq.runs AS r
@@ -5216,14 +5234,15 @@ DECLARE
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
+    IF _refuse.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
+    END IF;
     SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
         PERFORM runq._run_not_found(_refuse.run_id);
-    ELSIF _refuse.epoch IS NULL THEN
-        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
 
     IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
@@ -5266,7 +5285,7 @@ $$;
 REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
-    'Internal: answers a worker write that its fence refused: RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
 COMMIT;
 
@@ -5303,8 +5322,10 @@ DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_jsonb('question', ask_user.question);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('question', ask_user.question) THEN
+    END IF;
 
     WITH asked AS (
         UPDATE runq.runs AS r
@@ -5369,8 +5390,10 @@ DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_jsonb('state', checkpoint.state);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('state', checkpoint.state) THEN
+    END IF;
 
     WITH pointed AS (
         UPDATE runq.runs AS r
@@ -5440,9 +5463,11 @@ DECLARE
     v_status  text;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_identifier('call_id', end_tool.call_id)
-        AND runq._check_jsonb('outcome', end_tool.outcome);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_identifier('call_id', end_tool.call_id)
+       AND runq._check_jsonb('outcome', end_tool.outcome) THEN
+    END IF;
 
     UPDATE runq.runs AS r
        SET updated_at = v_now

@@ -430,14 +430,15 @@ DECLARE
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
+    IF _refuse.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
+    END IF;
     SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
         PERFORM runq._run_not_found(_refuse.run_id);
-    ELSIF _refuse.epoch IS NULL THEN
-        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
 
     IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
@@ -477,7 +478,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean) IS 'Internal: answers a worker write that its fence refused: RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+COMMENT ON FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean) IS 'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
 CREATE FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) RETURNS bytea
     LANGUAGE sql STABLE
@@ -535,8 +536,10 @@ DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_jsonb('question', ask_user.question);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('question', ask_user.question) THEN
+    END IF;
 
     WITH asked AS (
         UPDATE runq.runs AS r
@@ -570,12 +573,14 @@ DECLARE
     v_status  text;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_identifier('call_id', begin_tool.call_id)
-        AND runq._check_identifier('tool', begin_tool.tool)
-        AND runq._check_choice('idempotency', begin_tool.idempotency,
-                               'read_only, idempotent, non_idempotent')
-        AND runq._check_object('args', begin_tool.args);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_identifier('call_id', begin_tool.call_id)
+       AND runq._check_identifier('tool', begin_tool.tool)
+       AND runq._check_choice('idempotency', begin_tool.idempotency,
+                              'read_only, idempotent, non_idempotent')
+       AND runq._check_object('args', begin_tool.args) THEN
+    END IF;
 
     UPDATE runq.runs AS r
        SET tools_begun = r.tools_begun + 1, updated_at = v_now
@@ -705,8 +710,10 @@ DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_jsonb('state', checkpoint.state);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('state', checkpoint.state) THEN
+    END IF;
 
     WITH pointed AS (
         UPDATE runq.runs AS r
@@ -922,8 +929,10 @@ CREATE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100) RETURNS SETOF run
     AS $$
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_count('max_runs', dead_letter.max_runs);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', dead_letter.max_runs) THEN
+    END IF;
     RETURN QUERY
         SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
@@ -937,7 +946,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.dead_letter(max_runs integer) IS 'The dead letter: up to max_runs failed runs, newest failure first, with the columns of runq.get_run (failure says why). runq.redrive takes one back out.
-Raises 22023 (max_runs below 1).';
+Raises 22023 (max_runs NULL or below 1).';
 
 CREATE FUNCTION runq.deliver_input(run_id bigint, input jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -946,7 +955,8 @@ CREATE FUNCTION runq.deliver_input(run_id bigint, input jsonb) RETURNS boolean
 DECLARE
     v_status text;
 BEGIN
-    PERFORM runq._check_jsonb('input', deliver_input.input);
+    IF runq._check_jsonb('input', deliver_input.input) THEN
+    END IF;
 
     SELECT r.status::text INTO v_status
       FROM runq.runs AS r
@@ -978,9 +988,11 @@ DECLARE
     v_status  text;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_identifier('call_id', end_tool.call_id)
-        AND runq._check_jsonb('outcome', end_tool.outcome);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_identifier('call_id', end_tool.call_id)
+       AND runq._check_jsonb('outcome', end_tool.outcome) THEN
+    END IF;
 
     UPDATE runq.runs AS r
        SET updated_at = v_now
@@ -1149,15 +1161,17 @@ DECLARE
     v_cutoff timestamptz;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
     -- older_than may be 0 (everything finished so far), unlike a duration.
-    PERFORM CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
-                 THEN true
-                 ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
-                                         purge.older_than) END
-        AND runq._check_count('max_runs', purge.max_runs)
-        AND CASE WHEN purge.include_failed IS NOT NULL THEN true
-                 ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END;
+    IF (CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
+                THEN true
+                ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
+                                        purge.older_than) END)
+       AND runq._check_count('max_runs', purge.max_runs)
+       AND (CASE WHEN purge.include_failed IS NOT NULL THEN true
+                ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END) THEN
+    END IF;
     v_cutoff := clock_timestamp() - purge.older_than;
 
     WITH doomed AS (
@@ -1196,7 +1210,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) IS 'Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
-Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1, NULL include_failed).';
+Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).';
 
 CREATE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL::text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1314,24 +1328,26 @@ DECLARE
     v_run_id    bigint;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks), in the order of the arguments.
-    PERFORM runq._check_identifier('tenant_id', submit.tenant_id)
-        AND runq._check_identifier('kind', submit.kind)
-        AND runq._check_object('payload', submit.payload)
-        AND runq._check_identifier('session_id', submit.session_id, optional => true)
-        AND CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
-                 ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END
-        AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
-        -- A principal is the caller's own name for who asked; empty is allowed.
-        AND CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
-                 ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
-                                         quote_literal(left(submit.principal_id, 100))) END
-        AND CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
-                 ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
-                                         submit.scheduled_for) END
-        AND runq._check_count('max_attempts', submit.max_attempts)
-        AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
-        AND runq._check_duration('queue_ttl', submit.queue_ttl);
+    -- (deploy/argument_checks), in the order of the arguments. An IF runs them
+    -- as one expression; a PERFORM would run them as a statement of its own.
+    -- A principal is the caller's own name for who asked: empty is allowed.
+    IF runq._check_identifier('tenant_id', submit.tenant_id)
+       AND runq._check_identifier('kind', submit.kind)
+       AND runq._check_object('payload', submit.payload)
+       AND runq._check_identifier('session_id', submit.session_id, optional => true)
+       AND (CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
+                ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END)
+       AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
+       AND (CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
+                ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
+                                        quote_literal(left(submit.principal_id, 100))) END)
+       AND (CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
+                ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
+                                        submit.scheduled_for) END)
+       AND runq._check_count('max_attempts', submit.max_attempts)
+       AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
+       AND runq._check_duration('queue_ttl', submit.queue_ttl) THEN
+    END IF;
 
     -- 1. Idempotency.
     IF submit.idempotency_key IS NOT NULL THEN
@@ -1465,8 +1481,10 @@ DECLARE
     v_expired  bigint[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
-    -- (deploy/argument_checks).
-    PERFORM runq._check_count('max_runs', sweep.max_runs);
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', sweep.max_runs) THEN
+    END IF;
 
     SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
       FROM (SELECT r.run_id
@@ -1516,7 +1534,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
-Raises 22023 (max_runs below 1).';
+Raises 22023 (max_runs NULL or below 1).';
 
 CREATE FUNCTION runq.tool_calls(run_id bigint) RETURNS TABLE(call_id text, tool text, idempotency text, status text, epoch bigint, args jsonb, outcome jsonb, started_at timestamp with time zone, finished_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER

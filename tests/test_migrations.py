@@ -305,6 +305,18 @@ BREAKAGES = [
     pytest.param("argument_checks",
                  *alter("runq._check_count(text, integer)", "STABLE", "IMMUTABLE"),
                  "volatility s, not i", id="volatility-of-one-of-several"),
+    # A SQL-standard body created under a path with a look-alike ahead of
+    # pg_catalog's (an exact type beats anyarray) is bound to it for good.
+    pytest.param("argument_checks",
+                 "CREATE FUNCTION public.cardinality(integer[]) RETURNS integer LANGUAGE sql RETURN 1;\n"
+                 "SET search_path = public, pg_catalog;\n"
+                 "CREATE OR REPLACE FUNCTION runq._is_count(value integer) RETURNS boolean"
+                 " LANGUAGE sql IMMUTABLE RETURN cardinality(ARRAY[value]) >= 1;",
+                 "SET search_path = pg_catalog;\n"
+                 "CREATE OR REPLACE FUNCTION runq._is_count(value integer) RETURNS boolean"
+                 " LANGUAGE sql IMMUTABLE RETURN value >= 1;\n"
+                 "DROP FUNCTION public.cardinality(integer[]);",
+                 "bound to a function or operator outside", id="sql-body-bound-to-a-look-alike"),
     pytest.param("function__inputs_after",
                  *alter("runq._inputs_after(bigint, bigint)", "STABLE", "VOLATILE"),
                  "volatility s, not v", id="volatility"),

@@ -1,6 +1,6 @@
 -- Verify runq:comments_raises on pg
 
-BEGIN;
+\ir lib/begin.sql
 
 DO $$
 BEGIN

@@ -67,6 +67,17 @@ BEGIN
     ASSERT NOT EXISTS (SELECT FROM pg_catalog.pg_proc AS o
                         WHERE o.proname = p.proname AND o.pronamespace = p.pronamespace AND o.oid <> f),
         format('%s: another function of that name is left in runq', f);
+    -- pg_catalog's objects are pinned, so pg_depend records no use of them: a
+    -- recorded function or operator outside runq is a look-alike the body
+    -- was bound to when it was created.
+    ASSERT NOT EXISTS (SELECT FROM pg_catalog.pg_depend AS d
+                         LEFT JOIN pg_catalog.pg_proc AS q
+                                ON d.refclassid = 'pg_catalog.pg_proc'::regclass AND q.oid = d.refobjid
+                         LEFT JOIN pg_catalog.pg_operator AS o
+                                ON d.refclassid = 'pg_catalog.pg_operator'::regclass AND o.oid = d.refobjid
+                        WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f
+                          AND coalesce(q.pronamespace, o.oprnamespace) <> 'runq'::regnamespace),
+        format('%s: its body is bound to a function or operator outside pg_catalog and runq', f);
     ASSERT body IS NULL OR strpos(p.prosrc, body) > 0, format('%s: its source lacks %L', f, body);
     ASSERT volatility IS NULL OR p.provolatile = volatility,
         format('%s: volatility %s, not %s', f, p.provolatile, volatility);
