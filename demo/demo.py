@@ -24,7 +24,6 @@ import argparse
 import itertools
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -40,6 +39,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from runq.cli import table
 from runq.client import Client
@@ -427,28 +427,21 @@ def _interruptible() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _with_dbname(url: str, dbname: str) -> str:
-    """The same server URL pointing at another database (query kept)."""
-    m = re.fullmatch(r"(postgres(?:ql)?://[^/?]*)(/[^?]*)?(\?.*)?", url)
-    if not m:
-        raise DemoError(f"not a postgresql:// URL: {url}")
-    return f"{m.group(1)}/{dbname}{m.group(3) or ''}"
-
-
-def _deploy(url: str) -> str:
-    """Deploy runq into the database at url; says how. sqitch records the
-    changes; without it, the single-file install, which holds a CREATE INDEX
-    CONCURRENTLY and its own BEGIN/COMMIT, so psql runs it as a script."""
+def _deploy(server: str, name: str) -> str:
+    """Deploy runq into database name on the server; says how. sqitch records
+    the changes; without it, the single-file install, which holds a CREATE
+    INDEX CONCURRENTLY and its own BEGIN/COMMIT, so psql runs it as a script."""
     bin_dir = os.environ.get("RUNQ_PG_BIN")  # scripts/pg sets it: `make demo` does
     psql = str(Path(bin_dir) / "psql") if bin_dir and (Path(bin_dir) / "psql").exists() \
         else "psql"
     env = {**os.environ, "PGOPTIONS": "-c client_min_messages=warning"}
     if shutil.which("sqitch"):
-        command = ["sqitch", "deploy", "--quiet", "--client", psql,
-                   "db:pg:" + url.split(":", 1)[1]]
+        command = ["sqitch", "deploy", "--quiet", "--client", psql, "--db-name", name,
+                   "db:pg:" + server.split(":", 1)[1]]
         how = "with sqitch deploy"
     else:
-        command = [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url,
+        command = [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d",
+                   make_conninfo(server, dbname=name),
                    "-f", str(ROOT / "sql" / "runq.sql")]
         how = "from sql/runq.sql (no sqitch here)"
     try:
@@ -528,10 +521,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     name = f"runq_demo_{os.getpid()}"
     try:
-        url = _with_dbname(opts.database_url, name)
         admin = psycopg.connect(opts.database_url, autocommit=True,
                                 application_name="runq-demo")
-    except (DemoError, psycopg.OperationalError) as error:
+    except psycopg.OperationalError as error:
         print(f"demo: cannot connect: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
     with admin:
@@ -548,12 +540,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               "at the end")
         try:
             try:
-                how = _deploy(url)
+                how = _deploy(opts.database_url, name)
             except DemoError as error:
                 print(f"demo: cannot deploy runq: {error}", file=sys.stderr)
                 return 2
             print(f"   runq deployed {how}")
-            status = _show(url, started)
+            status = _show(make_conninfo(opts.database_url, dbname=name), started)
         finally:
             dropped = _drop(admin, name)
     if not dropped:
