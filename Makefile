@@ -15,8 +15,9 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 # Runs its command with RUNQ_PG_BIN and RUNQ_DATABASE_URL set (scripts/pg).
 SERVER = scripts/pg run
-# PostgreSQL 18, the venv's, in a cluster of its own beside the 15 one.
-PG18 = RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
+# PostgreSQL 18, the venv's, in a cluster of its own beside the 15 one (never
+# a server given from outside).
+PG18 = RUNQ_DATABASE_URL= PGHOST= RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
 
 .PHONY: test test-pg18 deps demo bench bench-full bench-cpu bench-instructions sql docs \
 	pg-start pg-stop
