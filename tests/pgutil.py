@@ -1,6 +1,6 @@
 """Small helpers the fixtures and the migration tests share.
 
-Everything shells out to the PostgreSQL 15 client tools (psql, pg_dump) and
+Everything shells out to the PostgreSQL client tools (psql, pg_dump) and
 sqitch the way a user would, so the tests exercise the real install paths.
 """
 import itertools
@@ -13,7 +13,19 @@ import psycopg
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent
-PG_BIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+
+def _pg_bin() -> Path:
+    """The PostgreSQL programs of the server under test: scripts/pg's, which
+    are RUNQ_PG_BIN's (`make` sets it), else 15's, else the venv's 18."""
+    found = subprocess.run([str(ROOT / "scripts" / "pg"), "bin"], capture_output=True,
+                           text=True, check=False)
+    if found.returncode != 0:
+        raise RuntimeError(found.stderr.strip())
+    return Path(found.stdout.strip())
+
+
+PG_BIN = _pg_bin()
 
 
 _names = itertools.count()
@@ -26,8 +38,8 @@ def unique_name(prefix: str) -> str:
 
 
 def pg_tool(name: str) -> str:
-    """The PostgreSQL 15 binary: pg_dump refuses a server newer than itself,
-    and /usr/bin's wrappers may pick another installed version."""
+    """The server's own version of a tool: pg_dump refuses a server newer than
+    itself, and /usr/bin's wrappers may pick another installed version."""
     path = PG_BIN / name
     return str(path) if path.exists() else name
 
@@ -82,8 +94,9 @@ def drop_database(server_url: str, name: str) -> None:
             sql.Identifier(name)))
 
 
-# Databases named by unique_name, tests/run and scripts/gen-api-doc: runq_<what>_<pid>...
-_SESSION_DB = re.compile(r"runq_(?:template|test|sqitch|clone|pgtap|docs)_(\d+)(?:_\d+)?")
+# Databases named by unique_name, tests/run, scripts/gen-api-doc and demo/demo.py:
+# runq_<what>_<pid>...
+_SESSION_DB = re.compile(r"runq_(?:template|test|sqitch|clone|pgtap|docs|demo)_(\d+)(?:_\d+)?")
 
 
 def drop_orphaned_databases(server_url: str) -> None:

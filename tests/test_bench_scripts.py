@@ -10,14 +10,13 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
-from pgutil import ROOT, psql
+from pgutil import PG_BIN, ROOT, psql
 
-PGBENCH = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin")) / "pgbench"
+PGBENCH = PG_BIN / "pgbench"
 BENCH = ROOT / "bench"
 CYCLES = 50
 

@@ -74,7 +74,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pgutil import ROOT, create_database, psql
+from pgutil import PG_BIN, ROOT, create_database, psql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from runq import Client
 
@@ -93,7 +93,6 @@ GAP = 1.5  # seconds between two faults
 RECONNECT_WITHIN = 20.0
 DRAIN_WITHIN = 240.0 if SOAK else 90.0
 
-PG_BIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 

@@ -53,6 +53,7 @@ def plpgsql_functions(conn: psycopg.Connection, schema: str) -> list[str]:
             ORDER BY 1""", (schema,))]
 
 
+@pytest.mark.plpgsql_check
 def test_plpgsql_check_finds_nothing_in_runq(conn: psycopg.Connection) -> None:
     conn.execute("CREATE EXTENSION plpgsql_check")
     # Every function of the contract but the SQL-language helpers is PL/pgSQL;
@@ -66,6 +67,7 @@ def test_plpgsql_check_finds_nothing_in_runq(conn: psycopg.Connection) -> None:
         for fn, level, line, state, msg, detail, hint, _ in findings)
 
 
+@pytest.mark.plpgsql_check
 def test_plpgsql_check_bites(conn: psycopg.Connection) -> None:
     # The same query over a schema holding what it must report: a column that
     # does not exist (error), an unused variable (warning), a routine

@@ -115,7 +115,7 @@ from typing import Any
 import psycopg
 import pytest
 from chaos_handlers import HANDLERS, NOTES, PROBES, gate, open_gates
-from pgutil import ROOT, create_database, psql, with_dbname
+from pgutil import PG_BIN, ROOT, create_database, psql, with_dbname
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
@@ -125,7 +125,6 @@ from runq.pool import Slot, WorkerPool
 LEASE = 1.5  # seconds; the pool heartbeats every third of it
 POLL = 0.1
 TERMINAL = ("succeeded", "failed", "cancelled")
-PG_BIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
 
 _serial = itertools.count()
 

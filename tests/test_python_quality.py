@@ -1,6 +1,6 @@
 """The Python client stays typed and lint-clean: `mypy --strict` and
-`ruff check` over python_client/ and the benchmark driver must report nothing
-(their configuration is in python_client/pyproject.toml)."""
+`ruff check` over python_client/, the benchmark driver and the demo must
+report nothing (their configuration is in python_client/pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 CLIENT = Path(__file__).resolve().parent.parent / "python_client"
+# Beside the client, relative to it: programs that use it.
+PROGRAMS = ("../bench/run.py", "../bench/cpu.py", "../bench/instructions.py",
+            "../demo/demo.py", "../demo/demo_handlers.py")
 
 
 def check(*command: str) -> None:
@@ -18,8 +21,8 @@ def check(*command: str) -> None:
 
 
 def test_mypy_strict() -> None:
-    check("mypy", "--strict", "src", "../bench/run.py", "../bench/cpu.py", "../bench/instructions.py")
+    check("mypy", "--strict", "src", *PROGRAMS)
 
 
 def test_ruff() -> None:
-    check("ruff", "check", ".", "../bench/run.py", "../bench/cpu.py", "../bench/instructions.py")
+    check("ruff", "check", ".", *PROGRAMS)

@@ -341,11 +341,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="also delete failed runs (the dead letter)")
     p.add_argument("--batch", type=_positive_int, default=1000,
                    help="runs per transaction (1000)")
-    for name, what, module in (("worker", "run a worker pool", "runq.pool"),
-                               ("demo", "run the demo", "runq.demo")):
-        # no -h of its own: `runq worker -h` is the module's help
-        sub.add_parser(name, parents=[common], add_help=False,
-                       help=f"{what} ({module}; see runq {name} -h)")
+    # no -h of its own: `runq worker -h` is the module's help
+    sub.add_parser("worker", parents=[common], add_help=False,
+                   help="run a worker pool (runq.pool; see runq worker -h)")
     return parser
 
 
@@ -362,7 +360,6 @@ _COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
 
 _DELEGATED = {
     "worker": _delegate("runq.pool", "the worker pool"),
-    "demo": _delegate("runq.demo", "the demo"),
 }
 
 

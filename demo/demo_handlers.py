@@ -1,4 +1,4 @@
-"""The handlers the demo's worker processes run (``runq worker runq.demo_handlers``).
+"""The handlers the demo's worker processes run (``python -m runq.pool demo_handlers``).
 
 Each pretends to be an agent loop: a turn (begin_turn before the "model
 call"), tool calls bracketed by begin_tool/end_tool, a checkpoint at a tool

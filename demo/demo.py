@@ -1,16 +1,21 @@
-"""``runq demo``: runq's guarantees, shown on a live queue and checked.
+"""The demo behind `make demo`: runq's guarantees, shown on a live queue and checked.
 
-Starts three worker processes (``python -m runq.pool runq.demo_handlers``),
-then, step by step, submits runs, kills one worker with SIGKILL, freezes
-another with SIGSTOP, answers a question, resubmits with an idempotency key,
-exhausts a run's attempts and redrives it. For each step it prints the
-guarantee, the runs' event timelines from ``runq.run_events`` (``type@epoch``,
-the ``run.`` prefix dropped) and checks the evidence: exit 0 when every check
-holds, 1 when one does not, 2 on a usage or connection error or when it cannot
-start (no runq in the database, a worker that does not come up).
+    .venv/bin/python demo/demo.py [--database-url URL]     (default: $RUNQ_DATABASE_URL)
 
-It needs a database with runq deployed that it may scribble on (it sets
-``runq.settings.backoff_base`` to 200 ms); ``make demo`` makes a fresh one.
+It changes nothing in a database it did not create: on the server the URL
+names, it creates a fresh database runq_demo_<pid>, deploys runq there (with
+sqitch if it is installed, else from sql/runq.sql with psql), sets that
+database's runq.settings.backoff_base to 200 ms, and drops it at the end.
+
+Then it starts three worker processes (``python -m runq.pool demo_handlers``,
+the handlers in demo/demo_handlers.py) and, step by step, submits runs, kills
+one worker with SIGKILL, freezes another with SIGSTOP, answers a question,
+resubmits with an idempotency key, exhausts a run's attempts and redrives it.
+For each step it prints the guarantee, the runs' event timelines from
+``runq.run_events`` (``type@epoch``, the ``run.`` prefix dropped) and checks
+the evidence: exit 0 when every check holds, 1 when one does not, 2 on a usage
+or connection error or when it cannot start (no database created or deployed,
+a worker that does not come up).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +38,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from runq.cli import table
 from runq.client import Client
@@ -41,6 +49,8 @@ from runq.types import Event, QueueStats, Run
 __all__ = ["main"]
 
 T = TypeVar("T")
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 LEASE = 2.0  # the workers' lease, seconds: a dead worker's run is free again after it
 WORKER_ARGS = ["--slot", "0:1", "--slot", "0,10:2", "--slot", "20:1", "--lease", str(LEASE),
                "--poll", "0.2", "--sweep-every", "0.5", "--grace", "1"]
@@ -152,11 +162,12 @@ class Demo:
         env = {**os.environ, "RUNQ_DATABASE_URL": self.url}
         for name in WORKERS:
             with open(self.logdir / f"{name}.log", "wb") as log:
+                # runq.pool imports the handlers' module from its working directory
                 self.workers[name] = subprocess.Popen(
-                    [sys.executable, "-m", "runq.pool", "runq.demo_handlers", *WORKER_ARGS,
+                    [sys.executable, "-m", "runq.pool", "demo_handlers", *WORKER_ARGS,
                      "--worker-id", name], stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, env=env)
-        self.say(f"workers: python -m runq.pool runq.demo_handlers {' '.join(WORKER_ARGS)}")
+                    stderr=subprocess.STDOUT, env=env, cwd=HERE)
+        self.say(f"workers: python -m runq.pool demo_handlers {' '.join(WORKER_ARGS)}")
         self.say(", ".join(f"{n} pid {p.pid}" for n, p in self.workers.items()))
 
         def connected() -> bool:
@@ -416,29 +427,57 @@ def _interruptible() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Show runq's guarantees on a live queue and check them (see the module)."""
-    ap = argparse.ArgumentParser(prog="runq demo", description=main.__doc__)
-    ap.add_argument("--database-url", default=os.environ.get("RUNQ_DATABASE_URL"),
-                    help="a database with runq deployed, which the demo may change")
-    opts = ap.parse_args(argv)
-    if not opts.database_url:
-        print("runq demo: no database: pass --database-url or set RUNQ_DATABASE_URL",
-              file=sys.stderr)
-        return 2
-    started = time.monotonic()
+def _deploy(server: str, name: str) -> str:
+    """Deploy runq into database name on the server; says how. sqitch records
+    the changes; without it, the single-file install, which holds a CREATE
+    INDEX CONCURRENTLY and its own BEGIN/COMMIT, so psql runs it as a script."""
+    bin_dir = os.environ.get("RUNQ_PG_BIN")  # scripts/pg sets it: `make demo` does
+    psql = str(Path(bin_dir) / "psql") if bin_dir and (Path(bin_dir) / "psql").exists() \
+        else "psql"
+    env = {**os.environ, "PGOPTIONS": "-c client_min_messages=warning"}
+    if shutil.which("sqitch"):
+        command = ["sqitch", "deploy", "--quiet", "--client", psql, "--db-name", name,
+                   "db:pg:" + server.split(":", 1)[1]]
+        how = "with sqitch deploy"
+    else:
+        command = [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d",
+                   make_conninfo(server, dbname=name),
+                   "-f", str(ROOT / "sql" / "runq.sql")]
+        how = "from sql/runq.sql (no sqitch here)"
     try:
-        conn = psycopg.connect(opts.database_url, autocommit=True,
-                               application_name="runq-demo")
+        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    except OSError as error:
+        raise DemoError(f"cannot run {command[0]}: {error}") from None
+    if proc.returncode != 0:
+        raise DemoError(f"{command[0]} exited {proc.returncode}: {proc.stderr.strip()}")
+    return how
+
+
+def _drop(admin: psycopg.Connection[Any], name: str) -> bool:
+    """Drop the demo's database; False when its workers were still connected.
+    A plain DROP DATABASE waits up to 5 s for other sessions to leave, then
+    fails: the demo forces it then, so that it leaves nothing behind."""
+    drop = sql.SQL("DROP DATABASE {}").format(sql.Identifier(name))
+    try:
+        admin.execute(drop)
+        return True
+    except psycopg.errors.ObjectInUse:
+        admin.execute(drop + sql.SQL(" WITH (FORCE)"))
+        return False
+
+
+def _show(url: str, started: float) -> int:
+    """The steps, on the demo's database with runq deployed; the exit status."""
+    try:
+        conn = psycopg.connect(url, autocommit=True, application_name="runq-demo")
     except psycopg.OperationalError as error:
-        print(f"runq demo: cannot connect: {' '.join(str(error).split())}", file=sys.stderr)
+        print(f"demo: cannot connect: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
     with conn, tempfile.TemporaryDirectory(prefix="runq-demo-") as logdir, _interruptible():
-        demo = Demo(opts.database_url, conn, Path(logdir))
-        print(f"runq demo on database {conn.info.dbname} at {conn.info.host}:{conn.info.port}")
+        demo = Demo(url, conn, Path(logdir))
         try:
             conn.execute("UPDATE runq.settings SET backoff_base = interval '200 ms'")
-            demo.say("runq.settings: backoff_base 200 ms (a throwaway database); worker "
+            demo.say("runq.settings: backoff_base 200 ms (in the demo's database); worker "
                      f"leases {LEASE:.0f} s, sweeps every 0.5 s. Timelines: runq.run_events "
                      "as type@epoch.")
             before = demo.client.queue_stats()
@@ -450,9 +489,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (DemoError, AssertionError, psycopg.Error) as error:
             demo.failures += 1
             first_line = (str(error).splitlines() or [""])[0]
-            print(f"\nrunq demo: {type(error).__name__}: {first_line}", file=sys.stderr)
+            print(f"\ndemo: {type(error).__name__}: {first_line}", file=sys.stderr)
         except KeyboardInterrupt:
-            print("\nrunq demo: interrupted", file=sys.stderr)
+            print("\ndemo: interrupted", file=sys.stderr)
             return 130
         finally:
             demo.stop_workers()
@@ -460,13 +499,58 @@ def main(argv: Sequence[str] | None = None) -> int:
                 demo.dump_logs()
     elapsed = time.monotonic() - started
     if demo.failures and not demo.checks:
-        return 2  # it could not even start: no runq in the database, a worker did not start
+        return 2  # it could not even start: a worker did not start
     if demo.failures:
         print(f"\nFAILED: {demo.failures} of {demo.checks} checks did not hold "
               f"({elapsed:.1f} s)")
         return 1
     print(f"\nAll {demo.checks} checks held, in {elapsed:.1f} s.")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Show runq's guarantees on a live queue, in a database of its own, and
+    check them (see the module)."""
+    ap = argparse.ArgumentParser(prog="demo/demo.py", description=main.__doc__)
+    ap.add_argument("--database-url", default=os.environ.get("RUNQ_DATABASE_URL"),
+                    help="a superuser URL of the server, where the demo creates its database")
+    opts = ap.parse_args(argv)
+    if not opts.database_url:
+        print("demo: no server: pass --database-url or set RUNQ_DATABASE_URL", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    name = f"runq_demo_{os.getpid()}"
+    try:
+        admin = psycopg.connect(opts.database_url, autocommit=True,
+                                application_name="runq-demo")
+    except psycopg.OperationalError as error:
+        print(f"demo: cannot connect: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+    with admin:
+        try:
+            admin.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(
+                sql.Identifier(name)))
+        except psycopg.Error as error:
+            print(f"demo: cannot create database {name}: {' '.join(str(error).split())}",
+                  file=sys.stderr)
+            return 2
+        version = admin.info.server_version
+        print(f"runq demo in database {name} at {admin.info.host}:{admin.info.port} "
+              f"(PostgreSQL {version // 10000}.{version % 100}), created for it and dropped "
+              "at the end")
+        try:
+            try:
+                how = _deploy(opts.database_url, name)
+            except DemoError as error:
+                print(f"demo: cannot deploy runq: {error}", file=sys.stderr)
+                return 2
+            print(f"   runq deployed {how}")
+            status = _show(make_conninfo(opts.database_url, dbname=name), started)
+        finally:
+            dropped = _drop(admin, name)
+    if not dropped:
+        print(f"\nFAILED: the demo's workers were still connected to {name} at the end")
+    return status or (0 if dropped else 1)
 
 
 if __name__ == "__main__":
