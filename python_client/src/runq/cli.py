@@ -150,19 +150,23 @@ def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_failed(client: Client, args: argparse.Namespace) -> int:
-    runs = client.dead_letter(args.limit)
+def _show(args: argparse.Namespace, rows: Sequence[Any], empty: str, headers: list[str],
+          cells: Callable[[Any], list[Any]]) -> None:
+    """The rows as JSON with --json; else a table of them, or `empty` when there are none."""
     if args.json:
-        _print_json(runs)
-    elif not runs:
-        print("the dead letter is empty")
+        _print_json(rows)
+    elif not rows:
+        print(empty)
     else:
-        print(table(
-            ["run", "tenant", "session", "kind", "class", "attempts", "finished", "code",
-             "message"],
-            [[r.run_id, r.tenant_id, r.session_id, r.kind, _class(r.priority), r.attempts,
-              r.finished_at, (r.failure or {}).get("code"),
-              _clip(str((r.failure or {}).get("message", "")))] for r in runs]))
+        print(table(headers, [cells(row) for row in rows]))
+
+
+def cmd_failed(client: Client, args: argparse.Namespace) -> int:
+    _show(args, client.dead_letter(args.limit), "the dead letter is empty",
+          ["run", "tenant", "session", "kind", "class", "attempts", "finished", "code", "message"],
+          lambda r: [r.run_id, r.tenant_id, r.session_id, r.kind, _class(r.priority), r.attempts,
+                     r.finished_at, (r.failure or {}).get("code"),
+                     _clip(str((r.failure or {}).get("message", "")))])
     return 0
 
 
@@ -186,27 +190,16 @@ def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_orphans(client: Client, args: argparse.Namespace) -> int:
     stale_after = None if args.stale_after is None else timedelta(seconds=args.stale_after)
-    groups = client.orphan_report(stale_after)
-    if args.json:
-        _print_json(groups)
-    elif not groups:
-        print("no running runs")
-    else:
-        print(table(["owner", "stale", "did work", "runs", "oldest heartbeat"],
-                    [[g.lease_owner, g.stale, g.did_work, g.runs, g.oldest_heartbeat_at]
-                     for g in groups]))
+    _show(args, client.orphan_report(stale_after), "no running runs",
+          ["owner", "stale", "did work", "runs", "oldest heartbeat"],
+          lambda g: [g.lease_owner, g.stale, g.did_work, g.runs, g.oldest_heartbeat_at])
     return 0
 
 
 def cmd_sweep(client: Client, args: argparse.Namespace) -> int:
     if args.every is None:
-        actions = client.sweep(args.max_runs)
-        if args.json:
-            _print_json(actions)
-        elif not actions:
-            print("nothing to sweep")
-        else:
-            print(table(["run", "action"], [[a.run_id, a.action] for a in actions]))
+        _show(args, client.sweep(args.max_runs), "nothing to sweep", ["run", "action"],
+              lambda a: [a.run_id, a.action])
         return 0
 
     stop = threading.Event()
