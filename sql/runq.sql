@@ -3903,6 +3903,17 @@ RETURN CASE WHEN value = ANY (string_to_array(choices, ', '))
             ELSE runq._bad_argument(argument, 'one of ' || choices, quote_nullable(left(value, 100)))
        END;
 
+-- Priority classes to claim from (claim's classes): a non-empty list of
+-- classes a run can have. The message names the first bad class, which may
+-- stand anywhere in a long list.
+CREATE FUNCTION runq._is_classes(value integer[])
+    RETURNS boolean
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN cardinality(value) > 0 AND array_ndims(value) = 1
+    AND 0 <= ALL (value) AND 32767 >= ALL (value);
+
 -- What claim's message shows for bad classes: the first NULL or
 -- out-of-range class, which may stand anywhere in a long list, else the list
 -- itself. Only for a message, so not inlined (its subquery would stop the
@@ -3915,19 +3926,8 @@ CREATE FUNCTION runq._first_bad_class(value integer[])
     IMMUTABLE
     PARALLEL SAFE
 RETURN coalesce((SELECT coalesce(c::text, 'NULL') FROM unnest(value) AS c
-                  WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1),
+                  WHERE NOT coalesce(runq._is_classes(ARRAY[c]), false) LIMIT 1),
                 left(value::text, 100));
-
--- Priority classes to claim from (claim's classes): a non-empty list of
--- classes a run can have. The message names the first bad class, which may
--- stand anywhere in a long list.
-CREATE FUNCTION runq._is_classes(value integer[])
-    RETURNS boolean
-    LANGUAGE sql
-    IMMUTABLE
-    PARALLEL SAFE
-RETURN cardinality(value) > 0 AND array_ndims(value) = 1
-    AND 0 <= ALL (value) AND 32767 >= ALL (value);
 
 CREATE FUNCTION runq._check_classes(argument text, value integer[])
     RETURNS boolean

@@ -217,17 +217,17 @@ CREATE FUNCTION runq._check_choice(argument text, value text, choices text) RETU
 
 COMMENT ON FUNCTION runq._check_choice(argument text, value text, choices text) IS 'Internal: true when value is one of choices; else raises 22023 naming argument, the choices and value.';
 
-CREATE FUNCTION runq._first_bad_class(value integer[]) RETURNS text
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN COALESCE((SELECT COALESCE((c.c)::text, 'NULL'::text) AS "coalesce" FROM unnest(_first_bad_class.value) c(c) WHERE ((c.c IS NULL) OR ((c.c < 0) OR (c.c > 32767))) LIMIT 1), "left"((value)::text, 100));
-
-COMMENT ON FUNCTION runq._first_bad_class(value integer[]) IS 'Internal: for a message, the first NULL or out-of-range class of value, else value itself (at most 100 characters), as text.';
-
 CREATE FUNCTION runq._is_classes(value integer[]) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN ((cardinality(value) > 0) AND (array_ndims(value) = 1) AND (0 <= ALL (value)) AND (32767 >= ALL (value)));
 
 COMMENT ON FUNCTION runq._is_classes(value integer[]) IS 'Internal: value is a non-empty one-dimensional array of classes between 0 and 32767 (NULL or false otherwise).';
+
+CREATE FUNCTION runq._first_bad_class(value integer[]) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN COALESCE((SELECT COALESCE((c.c)::text, 'NULL'::text) AS "coalesce" FROM unnest(_first_bad_class.value) c(c) WHERE (NOT COALESCE(runq._is_classes(ARRAY[c.c]), false)) LIMIT 1), "left"((value)::text, 100));
+
+COMMENT ON FUNCTION runq._first_bad_class(value integer[]) IS 'Internal: for a message, the first NULL or out-of-range class of value, else value itself (at most 100 characters), as text.';
 
 CREATE FUNCTION runq._check_classes(argument text, value integer[]) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -1811,9 +1811,9 @@ REVOKE ALL ON FUNCTION runq._bad_argument(argument text, expected text, got anye
 
 REVOKE ALL ON FUNCTION runq._check_choice(argument text, value text, choices text) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION runq._first_bad_class(value integer[]) FROM PUBLIC;
-
 REVOKE ALL ON FUNCTION runq._is_classes(value integer[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._first_bad_class(value integer[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_classes(argument text, value integer[]) FROM PUBLIC;
 
