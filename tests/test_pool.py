@@ -111,9 +111,12 @@ def test_handler_of_reclaimed_run_stops_and_pool_writes_nothing_more(db_url, con
 
 
 HANDLERS = textwrap.dedent("""
-    import time
+    import pathlib, time
     def short(ctx):
-        time.sleep(0.5)
+        # in flight until the test has sent SIGTERM, however slowly the pool started
+        gate = pathlib.Path("sigterm-sent")
+        while not gate.exists():
+            time.sleep(0.05)
         return {"done": "short"}
     def long(ctx):
         ctx.begin_tool("c1", "search", "read_only")
@@ -133,8 +136,11 @@ def test_sigterm_finishes_short_handler_and_releases_long_one(db_url, conn, tmp_
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: conn.execute(
-            "SELECT count(*) = 2 FROM runq.runs WHERE status = 'running'").fetchone()[0])
+            "SELECT count(*) = 2 FROM runq.runs WHERE status = 'running'").fetchone()[0],
+            timeout=30)
+        wait_for(lambda: conn.execute("SELECT count(*) FROM runq.tool_calls(%s)", [long]).fetchone()[0])
         worker.send_signal(signal.SIGTERM)
+        (tmp_path / "sigterm-sent").touch()
         out, _ = worker.communicate(timeout=20)
     finally:
         worker.kill()
