@@ -5549,3 +5549,216 @@ $c$Fail a run this worker holds under epoch, permanently: it goes to the dead le
 Raises 22023 (NULL run_id or epoch, a failure that is not an object with a string code), RQ003 (no such run).$c$;
 
 COMMIT;
+
+-- ==== deploy/function__check_batch.sql ====
+
+-- Deploy runq:function__check_batch to pg
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The argument rules of the batched worker calls (heartbeat_many,
+-- complete_many): one element per run, the arrays of one length, no NULL id
+-- or epoch, no run twice. Called only when a batch's fenced update did not
+-- match every element (a bad batch always lands there: a NULL or repeated
+-- element matches no row of its own), so a good batch pays for none of the
+-- scans below. IMMUTABLE for the reason runq._bad_argument is.
+CREATE FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_runs      integer := cardinality(run_ids);
+    v_as_long   text := format('an array as long as run_ids (%s)', cardinality(run_ids));
+    v_repeated  bigint;
+BEGIN
+    IF run_ids IS NULL OR array_ndims(run_ids) > 1 THEN
+        PERFORM runq._bad_argument('run_ids', 'a one-dimensional array', run_ids);
+    END IF;
+    IF epochs IS NULL OR array_ndims(epochs) > 1 OR cardinality(epochs) <> v_runs THEN
+        PERFORM runq._bad_argument('epochs', v_as_long,
+                                   format('%s elements', coalesce(cardinality(epochs)::text, 'NULL')));
+    END IF;
+    IF array_ndims(results) > 1 OR cardinality(results) <> v_runs THEN
+        PERFORM runq._bad_argument('results', 'NULL or ' || v_as_long,
+                                   format('%s elements', cardinality(results)));
+    END IF;
+    IF array_position(run_ids, NULL) IS NOT NULL THEN
+        PERFORM runq._bad_argument('run_ids', 'free of NULLs',
+                                   format('NULL at position %s', array_position(run_ids, NULL)));
+    END IF;
+    IF array_position(epochs, NULL) IS NOT NULL THEN
+        PERFORM runq._bad_argument('epochs', 'free of NULLs',
+                                   format('NULL at position %s', array_position(epochs, NULL)));
+    END IF;
+    SELECT r INTO v_repeated FROM unnest(run_ids) AS r GROUP BY r HAVING count(*) > 1 LIMIT 1;
+    IF FOUND THEN
+        PERFORM runq._bad_argument('run_ids', 'free of repeats', format('run %s twice', v_repeated));
+    END IF;
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._check_batch(bigint[], bigint[], jsonb[]) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._check_batch(bigint[], bigint[], jsonb[]) IS
+    'Internal: true, or 22023 naming the first rule a batch of worker calls breaks: arrays of one length, one-dimensional, no NULL run_id or epoch, no run twice.';
+
+COMMIT;
+
+-- ==== deploy/function_heartbeat_many.sql ====
+
+-- Deploy runq:function_heartbeat_many to pg
+-- requires: table_runs
+-- requires: function__refuse
+-- requires: function__check_batch
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- One round trip and one statement for every in-flight run of a worker:
+-- each element is runq.heartbeat's fenced update. When every element
+-- matched (the common case), that is all: the answer is true for each, and
+-- no argument rule needs checking, since a bad batch (a NULL or repeated
+-- element, arrays of other lengths) cannot match every element. Otherwise
+-- the batch is checked, and the elements that did not match are answered by
+-- runq._refuse, in order, exactly as runq.heartbeat answers them: RQ003 for
+-- a run that does not exist (which undoes the whole call), cancellation, or
+-- one run.fenced. A worker's own runs are locked by no other worker's batch
+-- (only the epoch holder's elements match), so batches do not deadlock.
+CREATE FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[])
+    RETURNS TABLE(run_id bigint, alive boolean)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_alive bigint[];
+BEGIN
+    WITH beaten AS (
+        UPDATE runq.runs AS r
+           SET heartbeat_at = v_now,
+               lease_expires_at = v_now + r.lease
+          FROM unnest(heartbeat_many.run_ids, heartbeat_many.epochs) AS b(run_id, epoch)
+         WHERE r.run_id = b.run_id
+           AND r.status = 'running' AND r.lease_epoch = b.epoch  -- fence
+           AND NOT r.cancel_requested
+        RETURNING r.run_id
+    )
+    SELECT array_agg(x.run_id) INTO v_alive FROM beaten AS x;
+    IF cardinality(v_alive) = cardinality(heartbeat_many.run_ids)
+       AND cardinality(heartbeat_many.epochs) = cardinality(heartbeat_many.run_ids)
+       AND array_ndims(heartbeat_many.run_ids) = 1 AND array_ndims(heartbeat_many.epochs) = 1 THEN
+        RETURN QUERY SELECT b.run_id, true FROM unnest(heartbeat_many.run_ids) AS b(run_id);
+        RETURN;
+    END IF;
+    IF runq._check_batch(heartbeat_many.run_ids, heartbeat_many.epochs) THEN
+    END IF;
+    RETURN QUERY
+        SELECT b.run_id,
+               CASE WHEN a.run_id IS NOT NULL THEN true
+                    ELSE runq._refuse(b.run_id, b.epoch, 'heartbeat', true) END
+          FROM unnest(heartbeat_many.run_ids, heartbeat_many.epochs) WITH ORDINALITY AS b(run_id, epoch, n)
+          LEFT JOIN unnest(v_alive) AS a(run_id) ON a.run_id = b.run_id
+         ORDER BY b.n;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.heartbeat_many(bigint[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.heartbeat_many(bigint[], bigint[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.heartbeat_many(bigint[], bigint[]) IS
+$c$runq.heartbeat for many runs in one statement: the run run_ids[i] under epochs[i], one row per element in the order given. alive is what runq.heartbeat would return for it: true, or false when that run is fenced (one run.fenced event) or cancel was requested (the run becomes cancelled now).
+Raises 22023 (NULL array, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_complete_many.sql ====
+
+-- Deploy runq:function_complete_many to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: function__refuse
+-- requires: function__check_batch
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Several completions of a worker in one round trip and one statement: each
+-- element is runq.complete's fenced update and its run.succeeded event. As
+-- in runq.heartbeat_many, a batch whose every element matched is done, and
+-- only otherwise is it checked and the rest answered by runq._refuse as
+-- runq.complete answers them. unnest pads a NULL results with NULLs: a NULL
+-- result for each run, as complete's default.
+CREATE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, completed boolean)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+    v_done bigint[];
+BEGIN
+    WITH done AS (
+        UPDATE runq.runs AS r
+           SET status = 'succeeded', result = c.result,
+               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+          FROM unnest(complete_many.run_ids, complete_many.epochs, complete_many.results)
+                   AS c(run_id, epoch, result)
+         WHERE r.run_id = c.run_id
+           AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
+        RETURNING r.run_id, r.lease_epoch
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
+        RETURNING run_id
+    )
+    SELECT array_agg(l.run_id) INTO v_done FROM logged AS l;
+    IF cardinality(v_done) = cardinality(complete_many.run_ids)
+       AND cardinality(complete_many.epochs) = cardinality(complete_many.run_ids)
+       AND coalesce(cardinality(complete_many.results) = cardinality(complete_many.run_ids), true)
+       AND array_ndims(complete_many.run_ids) = 1 AND array_ndims(complete_many.epochs) = 1
+       AND coalesce(array_ndims(complete_many.results) = 1, true) THEN
+        RETURN QUERY SELECT c.run_id, true FROM unnest(complete_many.run_ids) AS c(run_id);
+        RETURN;
+    END IF;
+    IF runq._check_batch(complete_many.run_ids, complete_many.epochs, complete_many.results) THEN
+    END IF;
+    RETURN QUERY
+        SELECT c.run_id,
+               CASE WHEN d.run_id IS NOT NULL THEN true
+                    ELSE runq._refuse(c.run_id, c.epoch, 'complete', false) END
+          FROM unnest(complete_many.run_ids, complete_many.epochs) WITH ORDINALITY AS c(run_id, epoch, n)
+          LEFT JOIN unnest(v_done) AS d(run_id) ON d.run_id = c.run_id
+         ORDER BY c.n;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) IS
+$c$runq.complete for many runs in one statement: the run run_ids[i] under epochs[i] succeeds with results[i] (NULL results: a NULL result for each), one row per element in the order given. completed is what runq.complete would return for it: true, or false when that run is fenced (one run.fenced event).
+Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).$c$;
+
+COMMIT;

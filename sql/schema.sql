@@ -42,6 +42,8 @@
 --       was requested); runq.checkpoint stores the loop state at a tool
 --       boundary; runq.begin_turn comes before a model call; runq.begin_tool
 --       and runq.end_tool frame a tool call; runq.tool_calls lists them.
+--       runq.heartbeat_many and runq.complete_many are heartbeat and complete
+--       for many runs in one statement (a worker pool's batches).
 --   A run's lease ends with one of:
 --       runq.complete -> succeeded;  runq.fail -> failed (the dead letter);
 --       runq.ask_user -> waiting_for_user, until runq.deliver_input (client)
@@ -210,6 +212,44 @@ END
 $$;
 
 COMMENT ON FUNCTION runq._bad_argument(argument text, expected text, got anyelement) IS 'Internal: raises 22023 "<argument> must be <expected>, got <got>". Never returns.';
+
+CREATE FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_runs      integer := cardinality(run_ids);
+    v_as_long   text := format('an array as long as run_ids (%s)', cardinality(run_ids));
+    v_repeated  bigint;
+BEGIN
+    IF run_ids IS NULL OR array_ndims(run_ids) > 1 THEN
+        PERFORM runq._bad_argument('run_ids', 'a one-dimensional array', run_ids);
+    END IF;
+    IF epochs IS NULL OR array_ndims(epochs) > 1 OR cardinality(epochs) <> v_runs THEN
+        PERFORM runq._bad_argument('epochs', v_as_long,
+                                   format('%s elements', coalesce(cardinality(epochs)::text, 'NULL')));
+    END IF;
+    IF array_ndims(results) > 1 OR cardinality(results) <> v_runs THEN
+        PERFORM runq._bad_argument('results', 'NULL or ' || v_as_long,
+                                   format('%s elements', cardinality(results)));
+    END IF;
+    IF array_position(run_ids, NULL) IS NOT NULL THEN
+        PERFORM runq._bad_argument('run_ids', 'free of NULLs',
+                                   format('NULL at position %s', array_position(run_ids, NULL)));
+    END IF;
+    IF array_position(epochs, NULL) IS NOT NULL THEN
+        PERFORM runq._bad_argument('epochs', 'free of NULLs',
+                                   format('NULL at position %s', array_position(epochs, NULL)));
+    END IF;
+    SELECT r INTO v_repeated FROM unnest(run_ids) AS r GROUP BY r HAVING count(*) > 1 LIMIT 1;
+    IF FOUND THEN
+        PERFORM runq._bad_argument('run_ids', 'free of repeats', format('run %s twice', v_repeated));
+    END IF;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[]) IS 'Internal: true, or 22023 naming the first rule a batch of worker calls breaks: arrays of one length, one-dimensional, no NULL run_id or epoch, no run twice.';
 
 CREATE FUNCTION runq._check_choice(argument text, value text, choices text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -923,6 +963,54 @@ $$;
 COMMENT ON FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb) IS 'Mark a run this worker holds under epoch succeeded, with an optional result. Returns true, or false when fenced (the run is no longer running under this epoch; nothing changes but one run.fenced event).
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
+CREATE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]) RETURNS TABLE(run_id bigint, completed boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+    v_done bigint[];
+BEGIN
+    WITH done AS (
+        UPDATE runq.runs AS r
+           SET status = 'succeeded', result = c.result,
+               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+          FROM unnest(complete_many.run_ids, complete_many.epochs, complete_many.results)
+                   AS c(run_id, epoch, result)
+         WHERE r.run_id = c.run_id
+           AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
+        RETURNING r.run_id, r.lease_epoch
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
+        RETURNING run_id
+    )
+    SELECT array_agg(l.run_id) INTO v_done FROM logged AS l;
+    IF cardinality(v_done) = cardinality(complete_many.run_ids)
+       AND cardinality(complete_many.epochs) = cardinality(complete_many.run_ids)
+       AND coalesce(cardinality(complete_many.results) = cardinality(complete_many.run_ids), true)
+       AND array_ndims(complete_many.run_ids) = 1 AND array_ndims(complete_many.epochs) = 1
+       AND coalesce(array_ndims(complete_many.results) = 1, true) THEN
+        RETURN QUERY SELECT c.run_id, true FROM unnest(complete_many.run_ids) AS c(run_id);
+        RETURN;
+    END IF;
+    IF runq._check_batch(complete_many.run_ids, complete_many.epochs, complete_many.results) THEN
+    END IF;
+    RETURN QUERY
+        SELECT c.run_id,
+               CASE WHEN d.run_id IS NOT NULL THEN true
+                    ELSE runq._refuse(c.run_id, c.epoch, 'complete', false) END
+          FROM unnest(complete_many.run_ids, complete_many.epochs) WITH ORDINALITY AS c(run_id, epoch, n)
+          LEFT JOIN unnest(v_done) AS d(run_id) ON d.run_id = c.run_id
+         ORDER BY c.n;
+END
+$$;
+
+COMMENT ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[]) IS 'runq.complete for many runs in one statement: the run run_ids[i] under epochs[i] succeeds with results[i] (NULL results: a NULL result for each), one row per element in the order given. completed is what runq.complete would return for it: true, or false when that run is fenced (one run.fenced event).
+Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).';
+
 CREATE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100) RETURNS SETOF runq.run_info
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1117,6 +1205,47 @@ $$;
 
 COMMENT ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) IS 'Extend the lease of a run this worker holds under epoch by the lease''s length. Returns true, or false when the worker must stop: the run is no longer running under this epoch (fenced: one run.fenced event is logged) or cancel was requested (the run becomes cancelled now).
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
+
+CREATE FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) RETURNS TABLE(run_id bigint, alive boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_alive bigint[];
+BEGIN
+    WITH beaten AS (
+        UPDATE runq.runs AS r
+           SET heartbeat_at = v_now,
+               lease_expires_at = v_now + r.lease
+          FROM unnest(heartbeat_many.run_ids, heartbeat_many.epochs) AS b(run_id, epoch)
+         WHERE r.run_id = b.run_id
+           AND r.status = 'running' AND r.lease_epoch = b.epoch  -- fence
+           AND NOT r.cancel_requested
+        RETURNING r.run_id
+    )
+    SELECT array_agg(x.run_id) INTO v_alive FROM beaten AS x;
+    IF cardinality(v_alive) = cardinality(heartbeat_many.run_ids)
+       AND cardinality(heartbeat_many.epochs) = cardinality(heartbeat_many.run_ids)
+       AND array_ndims(heartbeat_many.run_ids) = 1 AND array_ndims(heartbeat_many.epochs) = 1 THEN
+        RETURN QUERY SELECT b.run_id, true FROM unnest(heartbeat_many.run_ids) AS b(run_id);
+        RETURN;
+    END IF;
+    IF runq._check_batch(heartbeat_many.run_ids, heartbeat_many.epochs) THEN
+    END IF;
+    RETURN QUERY
+        SELECT b.run_id,
+               CASE WHEN a.run_id IS NOT NULL THEN true
+                    ELSE runq._refuse(b.run_id, b.epoch, 'heartbeat', true) END
+          FROM unnest(heartbeat_many.run_ids, heartbeat_many.epochs) WITH ORDINALITY AS b(run_id, epoch, n)
+          LEFT JOIN unnest(v_alive) AS a(run_id) ON a.run_id = b.run_id
+         ORDER BY b.n;
+END
+$$;
+
+COMMENT ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) IS 'runq.heartbeat for many runs in one statement: the run run_ids[i] under epochs[i], one row per element in the order given. alive is what runq.heartbeat would return for it: true, or false when that run is fenced (one run.fenced event) or cancel was requested (the run becomes cancelled now).
+Raises 22023 (NULL array, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).';
 
 CREATE FUNCTION runq.orphan_report(stale_after interval DEFAULT NULL::interval) RETURNS TABLE(lease_owner text, stale boolean, did_work boolean, runs bigint, oldest_heartbeat_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1809,6 +1938,8 @@ REVOKE ALL ON FUNCTION runq._backoff(attempts integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._bad_argument(argument text, expected text, got anyelement) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[]) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._check_choice(argument text, value text, choices text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._is_classes(value integer[]) FROM PUBLIC;
@@ -1879,6 +2010,10 @@ REVOKE ALL ON FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb) 
 GRANT ALL ON FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb) TO runq_worker;
 GRANT ALL ON FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[]) TO runq_worker;
+GRANT ALL ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[]) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.dead_letter(max_runs integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.dead_letter(max_runs integer) TO runq_admin;
 
@@ -1901,6 +2036,10 @@ GRANT ALL ON FUNCTION runq.get_run(run_id bigint) TO runq_admin;
 REVOKE ALL ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) TO runq_worker;
 GRANT ALL ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) TO runq_admin;
+
+REVOKE ALL ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) TO runq_worker;
+GRANT ALL ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq.orphan_report(stale_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.orphan_report(stale_after interval) TO runq_admin;
