@@ -4,7 +4,7 @@
 -- functions, each with a pinned search_path. Tested from the catalog and from
 -- outside, under SET ROLE. Classes 1700..1799.
 BEGIN;
-SELECT plan(257);
+SELECT plan(274);
 
 CREATE TEMP TABLE grants (fn name, argtypes name[], client boolean, worker boolean) ON COMMIT DROP;
 GRANT SELECT ON grants TO PUBLIC;
@@ -18,6 +18,8 @@ INSERT INTO grants VALUES
     ('claim',         ARRAY['integer[]', 'text', 'interval', 'integer', 'text[]'], false, true),
     ('heartbeat',     ARRAY['bigint', 'bigint'],                       false, true),
     ('complete',      ARRAY['bigint', 'bigint', 'jsonb'],              false, true),
+    ('heartbeat_many', ARRAY['bigint[]', 'bigint[]'],                  false, true),
+    ('complete_many', ARRAY['bigint[]', 'bigint[]', 'jsonb[]'],        false, true),
     ('fail',          ARRAY['bigint', 'bigint', 'jsonb'],              false, true),
     ('release',       ARRAY['bigint', 'bigint'],                       false, true),
     ('ask_user',      ARRAY['bigint', 'bigint', 'jsonb'],              false, true),
@@ -33,7 +35,7 @@ INSERT INTO grants VALUES
     ('purge',         ARRAY['interval', 'integer', 'boolean'],         false, false);
 
 -- ---------------------------------------------------------------------------
--- Functions: the catalog (21 x 4 = 84 tests)
+-- Functions: the catalog (23 x 4 = 92 tests)
 -- ---------------------------------------------------------------------------
 SELECT function_privs_are('runq', fn, argtypes, 'public', ARRAY[]::text[],
                           format('PUBLIC cannot execute runq.%s', fn))
@@ -113,11 +115,16 @@ SET ROLE runq_client;
 SELECT results_eq($$SELECT outcome FROM runq.submit(tenant_id => 'priv', kind => 'k', session_id => 'priv-s1', priority => 1700)$$,
                   $$VALUES ('created'::text)$$, 'runq_client can submit');
 SELECT run_id AS client_run FROM runq.submit(tenant_id => 'priv', kind => 'k', priority => 1701) \gset
+SELECT run_id AS client_run2 FROM runq.submit(tenant_id => 'priv', kind => 'k', priority => 1703) \gset
 SELECT results_eq(format('SELECT status FROM runq.get_run(%s)', :client_run), $$VALUES ('queued'::text)$$,
                   'runq_client can read its run through get_run');
 SELECT throws_ok('SELECT * FROM runq.claim(ARRAY[1700])', '42501', NULL, 'runq_client cannot claim');
 SELECT throws_ok('SELECT runq.heartbeat(1, 1)', '42501', NULL, 'runq_client cannot heartbeat');
 SELECT throws_ok($$SELECT runq.complete(1, 1, '{}')$$, '42501', NULL, 'runq_client cannot complete');
+SELECT throws_ok('SELECT * FROM runq.heartbeat_many(ARRAY[1], ARRAY[1])', '42501', NULL,
+                 'runq_client cannot heartbeat_many');
+SELECT throws_ok('SELECT * FROM runq.complete_many(ARRAY[1], ARRAY[1])', '42501', NULL,
+                 'runq_client cannot complete_many');
 SELECT throws_ok('SELECT * FROM runq.sweep()', '42501', NULL, 'runq_client cannot sweep');
 SELECT throws_ok('SELECT runq.redrive(1)', '42501', NULL, 'runq_client cannot redrive');
 SELECT throws_ok('SELECT * FROM runq.queue_stats', '42501', NULL, 'runq_client cannot read queue_stats');
@@ -137,8 +144,13 @@ CREATE TEMP TABLE worker_claim AS SELECT * FROM runq.claim(ARRAY[1700], worker_i
 GRANT SELECT ON worker_claim TO PUBLIC;
 SELECT is((SELECT count(*)::int FROM worker_claim), 1, 'runq_worker can claim the client''s run');
 SELECT is(runq.heartbeat((SELECT run_id FROM worker_claim), 1), true, 'runq_worker can heartbeat');
+SELECT is(ARRAY(SELECT alive FROM runq.heartbeat_many(ARRAY(SELECT run_id FROM worker_claim), ARRAY[1::bigint])),
+          ARRAY[true], 'runq_worker can heartbeat_many');
 SELECT is(runq.complete((SELECT run_id FROM worker_claim), 1, '{"ok": true}'), true, 'runq_worker can complete');
 SELECT lives_ok('SELECT * FROM runq.sweep()', 'runq_worker can sweep');
+SELECT is((SELECT count(*)::int FROM runq.claim(ARRAY[1703])), 1, 'runq_worker claims the client''s second run');
+SELECT is(ARRAY(SELECT completed FROM runq.complete_many(ARRAY[:client_run2::bigint], ARRAY[1::bigint])),
+          ARRAY[true], 'runq_worker can complete_many');
 RESET ROLE;
 
 -- ---------------------------------------------------------------------------
@@ -149,6 +161,8 @@ SELECT results_eq($$SELECT status FROM runq.get_run((SELECT run_id FROM worker_c
                   $$VALUES ('succeeded'::text)$$, 'runq_admin can read a run');
 SELECT lives_ok($$SELECT * FROM runq.submit(tenant_id => 'priv', kind => 'k', priority => 1702)$$, 'runq_admin can submit');
 SELECT is((SELECT count(*)::int FROM runq.claim(ARRAY[1702])), 1, 'runq_admin can claim');
+SELECT lives_ok($$SELECT * FROM runq.heartbeat_many('{}', '{}')$$, 'runq_admin can heartbeat_many');
+SELECT lives_ok($$SELECT * FROM runq.complete_many('{}', '{}')$$, 'runq_admin can complete_many');
 SELECT lives_ok('SELECT * FROM runq.queue_stats', 'runq_admin can read queue_stats');
 SELECT lives_ok('SELECT * FROM runq.orphan_report()', 'runq_admin can read the orphan report');
 RESET ROLE;
@@ -194,6 +208,10 @@ SELECT throws_ok($$SELECT * FROM runq.submit(tenant_id => 'priv', kind => 'k')$$
                  'a role without a runq grant cannot submit');
 SELECT throws_ok('SELECT * FROM runq.claim(ARRAY[0])', '42501', NULL, 'a role without a runq grant cannot claim');
 SELECT throws_ok('SELECT * FROM runq.get_run(1)', '42501', NULL, 'a role without a runq grant cannot read a run');
+SELECT throws_ok('SELECT * FROM runq.heartbeat_many(ARRAY[1], ARRAY[1])', '42501', NULL,
+                 'a role without a runq grant cannot heartbeat_many');
+SELECT throws_ok('SELECT * FROM runq.complete_many(ARRAY[1], ARRAY[1])', '42501', NULL,
+                 'a role without a runq grant cannot complete_many');
 SELECT throws_ok('SELECT * FROM runq.runs', '42501', NULL, 'a role without a runq grant cannot read runq.runs');
 RESET ROLE;
 
