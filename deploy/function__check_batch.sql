@@ -26,13 +26,19 @@ BEGIN
     IF run_ids IS NULL OR array_ndims(run_ids) > 1 THEN
         PERFORM runq._bad_argument('run_ids', 'a one-dimensional array', run_ids);
     END IF;
-    IF epochs IS NULL OR array_ndims(epochs) > 1 OR cardinality(epochs) <> v_runs THEN
-        PERFORM runq._bad_argument('epochs', v_as_long,
-                                   format('%s elements', coalesce(cardinality(epochs)::text, 'NULL')));
+    IF array_ndims(epochs) > 1 THEN
+        PERFORM runq._bad_argument('epochs', 'a one-dimensional array', epochs);
     END IF;
-    IF array_ndims(results) > 1 OR cardinality(results) <> v_runs THEN
+    IF array_ndims(results) > 1 THEN
+        PERFORM runq._bad_argument('results', 'NULL or a one-dimensional array', results);
+    END IF;
+    IF epochs IS NULL OR cardinality(epochs) <> v_runs THEN
+        PERFORM runq._bad_argument('epochs', v_as_long,
+                                   coalesce('an array of ' || cardinality(epochs), 'NULL'));
+    END IF;
+    IF cardinality(results) <> v_runs THEN
         PERFORM runq._bad_argument('results', 'NULL or ' || v_as_long,
-                                   format('%s elements', cardinality(results)));
+                                   'an array of ' || cardinality(results));
     END IF;
     IF array_position(run_ids, NULL) IS NOT NULL THEN
         PERFORM runq._bad_argument('run_ids', 'free of NULLs',

@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(136);
+SELECT plan(148);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -42,6 +42,11 @@ INSERT INTO contract VALUES
      'boolean'),
     ('end_tool', ARRAY['bigint', 'bigint', 'text', 'jsonb'],
      'run_id bigint, epoch bigint, call_id text, outcome jsonb', 'boolean'),
+    ('heartbeat_many', ARRAY['bigint[]', 'bigint[]'], 'run_ids bigint[], epochs bigint[]',
+     'TABLE(run_id bigint, alive boolean)'),
+    ('complete_many', ARRAY['bigint[]', 'bigint[]', 'jsonb[]'],
+     'run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]',
+     'TABLE(run_id bigint, completed boolean)'),
     ('tool_calls', ARRAY['bigint'], 'run_id bigint',
      'TABLE(call_id text, tool text, idempotency text, status text, epoch bigint, args jsonb, '
      'outcome jsonb, started_at timestamp with time zone, finished_at timestamp with time zone)'),
@@ -67,7 +72,7 @@ SELECT is(
     ARRAY(SELECT fn::text FROM contract ORDER BY 1),
     'runq has exactly the public functions of the contract, one signature each');
 
--- 21 functions x 6 tests.
+-- 23 functions x 6 tests.
 SELECT has_function('runq', fn, argtypes, format('runq.%s(%s) exists', fn, array_to_string(argtypes, ', ')))
   FROM contract ORDER BY fn;
 SELECT is((SELECT string_agg(pg_catalog.pg_get_function_arguments(p.oid), ' | ')

@@ -342,45 +342,45 @@ SELECT throws_ok('SELECT * FROM runq.heartbeat_many(NULL, ARRAY[1])', '22023',
 SELECT throws_ok('SELECT * FROM runq.complete_many(NULL, ARRAY[1])', '22023',
                  'run_ids must be a one-dimensional array, got NULL', 'complete_many with NULL run_ids raises 22023');
 SELECT throws_ok(format('SELECT * FROM runq.heartbeat_many(ARRAY[%s, %s, %s, %s], NULL)', :l1, :l2, :c, :s), '22023',
-                 'epochs must be an array as long as run_ids (4), got NULL elements',
+                 'epochs must be an array as long as run_ids (4), got NULL',
                  'heartbeat_many with NULL epochs raises 22023');
 SELECT throws_ok(format('SELECT * FROM runq.complete_many(ARRAY[%s, %s, %s, %s], NULL)', :l1, :l2, :c, :s), '22023',
-                 'epochs must be an array as long as run_ids (4), got NULL elements',
+                 'epochs must be an array as long as run_ids (4), got NULL',
                  'complete_many with NULL epochs raises 22023');
 SELECT throws_ok('SELECT * FROM runq.heartbeat_many(''{}'', NULL)', '22023',
-                 'epochs must be an array as long as run_ids (0), got NULL elements',
+                 'epochs must be an array as long as run_ids (0), got NULL',
                  'heartbeat_many with empty run_ids and NULL epochs raises 22023');
 SELECT is(pg_temp.world(), (SELECT w FROM world_before), 'NULL arrays changed nothing');
 
 -- Lengths
 SELECT throws_ok(format('SELECT * FROM runq.heartbeat_many(ARRAY[%s, %s, %s, %s], ARRAY[1, 1, 1])', :l1, :l2, :c, :s),
-                 '22023', 'epochs must be an array as long as run_ids (4), got 3 elements',
+                 '22023', 'epochs must be an array as long as run_ids (4), got an array of 3',
                  'heartbeat_many with fewer epochs than run_ids raises 22023');
 SELECT is(pg_temp.world(), (SELECT w FROM world_before), 'heartbeat_many with fewer epochs changed nothing');
 SELECT throws_ok(format('SELECT * FROM runq.heartbeat_many(ARRAY[%s, %s], ARRAY[1, 1, 1])', :l1, :l2),
-                 '22023', 'epochs must be an array as long as run_ids (2), got 3 elements',
+                 '22023', 'epochs must be an array as long as run_ids (2), got an array of 3',
                  'heartbeat_many with more epochs than run_ids (every run live) raises 22023');
 SELECT is(pg_temp.world(), (SELECT w FROM world_before), 'heartbeat_many with more epochs changed nothing');
 SELECT throws_ok(format('SELECT * FROM runq.complete_many(ARRAY[%s, %s, %s, %s], ARRAY[1, 1, 1])', :l1, :l2, :c, :s),
-                 '22023', 'epochs must be an array as long as run_ids (4), got 3 elements',
+                 '22023', 'epochs must be an array as long as run_ids (4), got an array of 3',
                  'complete_many with fewer epochs than run_ids raises 22023');
 SELECT is(pg_temp.world(), (SELECT w FROM world_before), 'complete_many with fewer epochs changed nothing');
 SELECT throws_ok(format('SELECT * FROM runq.complete_many(ARRAY[%s, %s], ARRAY[1, 1, 1])', :l1, :l2),
-                 '22023', 'epochs must be an array as long as run_ids (2), got 3 elements',
+                 '22023', 'epochs must be an array as long as run_ids (2), got an array of 3',
                  'complete_many with more epochs than run_ids (every run live) raises 22023');
 SELECT is(pg_temp.world(), (SELECT w FROM world_before), 'complete_many with more epochs changed nothing');
 SELECT throws_ok(format($$SELECT * FROM runq.complete_many(ARRAY[%s, %s, %s, %s], ARRAY[1, 1, 1, 1],
                                                            ARRAY['{}', '{}', '{}']::jsonb[])$$, :l1, :l2, :c, :s),
-                 '22023', 'results must be NULL or an array as long as run_ids (4), got 3 elements',
+                 '22023', 'results must be NULL or an array as long as run_ids (4), got an array of 3',
                  'complete_many with fewer results than run_ids raises 22023');
 SELECT is(pg_temp.world(), (SELECT w FROM world_before), 'complete_many with fewer results changed nothing');
 SELECT throws_ok(format($$SELECT * FROM runq.complete_many(ARRAY[%s, %s], ARRAY[1, 1],
                                                            ARRAY['{}', '{}', '{}']::jsonb[])$$, :l1, :l2),
-                 '22023', 'results must be NULL or an array as long as run_ids (2), got 3 elements',
+                 '22023', 'results must be NULL or an array as long as run_ids (2), got an array of 3',
                  'complete_many with more results than run_ids (every run live) raises 22023');
 SELECT is(pg_temp.world(), (SELECT w FROM world_before), 'complete_many with more results changed nothing');
 SELECT throws_ok(format('SELECT * FROM runq.complete_many(ARRAY[%s, %s], ARRAY[1, 1], ''{}'')', :l1, :l2),
-                 '22023', 'results must be NULL or an array as long as run_ids (2), got 0 elements',
+                 '22023', 'results must be NULL or an array as long as run_ids (2), got an array of 0',
                  'complete_many with empty results raises 22023');
 SELECT is(pg_temp.world(), (SELECT w FROM world_before), 'complete_many with empty results changed nothing');
 
