@@ -178,8 +178,8 @@ class Demo:
                 "SELECT count(*) FILTER (WHERE application_name = 'runq-pool'),"
                 "       count(*) FILTER (WHERE application_name = 'runq-pool-listen')"
                 "  FROM pg_stat_activity WHERE datname = current_database()").fetchone()
-            return row is not None and row[0] >= 4 * len(WORKERS) and row[1] >= len(WORKERS)
-        self.wait("the workers' slots to connect and LISTEN", connected)
+            return row is not None and row[0] >= len(WORKERS) and row[1] >= len(WORKERS)
+        self.wait("the workers to connect and LISTEN", connected)
 
     def owner(self, run_id: int, epoch: int) -> str:
         claim = self.event(run_id, "run.claimed", epoch)

@@ -71,7 +71,8 @@ The tests:
       in between, as it rightly could.)
   test_join_bounded_with_several_stuck_runs[refused|silent|rows_locked]
       three handlers never return, then the database refuses new
-      connections (``refused``: ALLOW_CONNECTIONS false), answers nothing
+      connections and drops the pool's (``refused``: ALLOW_CONNECTIONS false,
+      pg_terminate_backend), answers nothing
       any more (``silent``: a Proxy holds every byte and every new
       connection, as a hung server or a network cut would; a heartbeat
       hangs too), or another session holds the three runs' rows FOR UPDATE
@@ -902,6 +903,10 @@ def test_join_bounded_with_several_stuck_runs(
     try:
         if outage == "refused":
             admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(dbname))
+            # and the connections the pool holds are gone too
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                          " WHERE datname = %s AND application_name LIKE 'runq-pool%%'",
+                          [h.conn.info.dbname])
         elif outage == "silent":
             proxy.silence()
             # the next heartbeat hangs too

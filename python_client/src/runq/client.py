@@ -287,6 +287,23 @@ class _Calls(Generic[Conn, Pool]):
         return _value(bool, "heartbeat", {"run_id": run_id, "epoch": epoch})
 
     @_Call
+    def heartbeat_many(self, runs: Sequence[tuple[int, int]]) -> _Query[dict[int, bool]]:
+        """runq.heartbeat_many: heartbeat for each (run_id, epoch) in one
+        statement; {run_id: alive}, False meaning stop that run."""
+        return _Query(*_select("heartbeat_many", {"run_ids": [r for r, _ in runs],
+                                                  "epochs": [e for _, e in runs]}),
+                      tuple_row, dict)
+
+    @_Call
+    def complete_many(self, runs: Sequence[tuple[int, int, Any]]) -> _Query[dict[int, bool]]:
+        """runq.complete_many: complete for each (run_id, epoch, result) in
+        one statement; {run_id: completed}, False when that run is fenced."""
+        return _Query(*_select("complete_many", {"run_ids": [r for r, _, _ in runs],
+                                                 "epochs": [e for _, e, _ in runs],
+                                                 "results": [_jsonb(x) for _, _, x in runs]}),
+                      tuple_row, dict)
+
+    @_Call
     def complete(self, run_id: int, epoch: int, result: Any = None) -> _Query[bool]:
         """runq.complete: the run succeeded; False when fenced."""
         return _value(bool, "complete", {"run_id": run_id, "epoch": epoch},

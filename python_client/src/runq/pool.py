@@ -1,33 +1,49 @@
-"""A worker pool: slots per class set, heartbeats, wake-ups, sweeps, shutdown.
+"""A worker pool: thousands of runs on a handful of connections.
 
 Capacity is reserved by declaring slots per class set, for example::
 
-    pool = WorkerPool(url, handlers, slots=[([0], 2), ([0, 10], 4), ([20], 1)])
+    pool = WorkerPool(url, handlers, slots=[([0], 2), ([0, 10], 400), ([20], 1)])
 
-Two slots claim only interactive runs, so an interactive run never waits
-behind async work; four take interactive or async; one does maintenance.
-Each slot is a thread with its own connection that claims one run at a time,
-of the kinds it has handlers for only (a rolling deploy never hands a new kind
-to an old worker), and runs that kind's handler with a RunContext.
+Two runs at a time are only ever interactive ones, so an interactive run
+never waits behind async work; 400 take interactive or async; one does
+maintenance. Each class set claims up to its free capacity at once, of the
+kinds the pool has handlers for only (a rolling deploy never hands a new kind
+to an old worker), and runs each run's handler with a context.
+
+A handler is ``async def handler(ctx: AsyncRunContext)`` (awaited on the
+pool's event loop: a run holds no thread and no connection while it awaits)
+or ``def handler(ctx: RunContext)`` (run in a thread of its own, for code
+that blocks). Both kinds share one core: one event loop, a small
+psycopg_pool for the runs' writes, claims and sweeps (``max_connections``,
+whatever the concurrency), one connection for heartbeats and one for LISTEN.
 
 The pool keeps no queue logic: every write is one fenced runq function, and
-the first one that says ``false`` (or a heartbeat that does) stops the run:
-the context raises RunStopped from then on and the pool writes nothing more
-for that run. A handler that returns completes the run with its return value;
-one that raises fails it with the exception's class and message; a return
-value jsonb cannot hold fails it with code ``result_not_json``.
+the first one that says ``false`` stops the run: the context raises
+RunStopped from then on and the pool writes nothing more for that run. A
+handler that returns completes the run with its return value; one that
+raises fails it with the exception's class and message; a return value jsonb
+cannot hold fails it with code ``result_not_json``.
 
-Nothing stops a thread of the pool: an error about one run ends the handling
-of that run only, any other error is logged and the thread carries on after a
+Every lease/3 one ``runq.heartbeat_many`` extends the lease of every run in
+flight. A run whose element comes back false (fenced, cancelled) is stopped
+at once, and an async handler's task is cancelled ``stop_grace`` seconds
+later if it has not returned. Completions go through ``runq.complete_many``:
+a completion is sent at once when none is on its way, and those that arrive
+while one is become the next batch, so a lone completion waits for nothing
+and a burst shares round trips.
+
+Nothing stops a loop of the pool: an error about one run ends the handling
+of that run only, any other error is logged and the loop carries on after a
 pause. A write that loses its connection (a server restart, a terminated
 backend) is sent again on a new one for up to a lease; fencing makes that
-safe. One heartbeat thread extends every in-flight run's lease; it never waits
-for a run's own write, and a run whose row another session holds locked costs
-it at most a lock timeout.
+safe. A heartbeat batch that meets a row another session holds locked gives
+up at its lock timeout, and the runs are then beaten one by one, the locked
+one on its own until its row is free again, so one locked run costs the
+others at most a lock timeout.
 
-Idle slots wake on ``LISTEN runq`` and poll every ``poll_interval`` seconds
-in any case (a PgBouncer in transaction mode drops notifications). A timer
-thread sweeps. ``stop()`` (SIGTERM or SIGINT under ``run()``) stops claiming,
+Idle class sets wake on ``LISTEN runq`` and poll every ``poll_interval``
+seconds in any case (a PgBouncer in transaction mode drops notifications). A
+timer sweeps. ``stop()`` (SIGTERM or SIGINT under ``run()``) stops claiming,
 gives in-flight handlers ``grace`` seconds, then releases the runs still in
 flight with ``runq.release``, which follows each run's recovery policy. A
 handler that raises SystemExit or KeyboardInterrupt gives its run back the
@@ -37,7 +53,10 @@ same way and stops the pool.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import importlib
+import inspect
 import logging
 import os
 import signal
@@ -45,35 +64,46 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool
 
-from runq.client import Client
+from runq.client import AsyncClient
 from runq.errors import RunNotFound
 from runq.types import ClaimedRun, ToolCall
 
-__all__ = ["Handler", "RunContext", "RunStopped", "Slot", "WorkerPool", "main"]
+__all__ = ["AsyncRunContext", "Handler", "RunContext", "RunStopped", "Slot", "WorkerPool",
+           "main"]
 
 log = logging.getLogger("runq.pool")
 
 T = TypeVar("T")
 
-# How long join() goes on trying to release the runs left after the grace
-# period (a database that is gone cannot take them back; their leases expire).
+# How long the releases after the grace period may take together (a database
+# that is gone cannot take the runs back; their leases expire).
 RELEASE_PATIENCE = 3.0
 
-# A heartbeat waits at most this long for a run's row that another session
-# holds locked, so one locked run never holds up the heartbeats of the rest.
-# Set for that one statement only (set_config(..., true)): safe behind
-# PgBouncer in transaction mode, where a SET would stay on the server
-# connection for whichever client comes next.
-_HEARTBEAT = """SELECT runq.heartbeat(%(run_id)s, %(epoch)s)
+# Largest heartbeat_many or complete_many: one statement each, whatever the
+# number of runs in flight, up to this.
+BATCH = 5000
+
+# A heartbeat waits at most a lock timeout for a row another session holds
+# locked. It is set for that one statement only (set_config(..., true)):
+# safe behind PgBouncer in transaction mode, where a SET would stay on the
+# server connection for whichever client comes next. The CASE makes the
+# function's argument depend on set_config, so the planner cannot call the
+# function first.
+_HEARTBEAT_MANY = """SELECT h.run_id, h.alive
   FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS lock_timeout) AS s
- WHERE s.lock_timeout IS NOT NULL"""
+ CROSS JOIN LATERAL runq.heartbeat_many(
+           CASE WHEN s.lock_timeout IS NOT NULL THEN %(run_ids)s::bigint[] END,
+           %(epochs)s::bigint[]) AS h"""
+
+_LOCK_NOT_AVAILABLE = "55P03"
 
 
 class RunStopped(Exception):
@@ -81,84 +111,52 @@ class RunStopped(Exception):
     purged): stop working on it. The pool writes nothing more for it."""
 
 
+def _lost(conn: psycopg.AsyncConnection[Any]) -> bool:
+    return conn.closed or conn.broken
+
+
 class _Link:
-    """One thread's connection: opened on first use, and again after it broke."""
+    """A connection of the pool's own (heartbeats, LISTEN): opened on first
+    use, and again after it broke."""
 
     def __init__(self, conninfo: str, kwargs: Mapping[str, Any]) -> None:
         self._conninfo = conninfo
         self._kwargs = kwargs
-        self._conn: psycopg.Connection[Any] | None = None
+        self._conn: psycopg.AsyncConnection[Any] | None = None
 
     @property
     def lost(self) -> bool:
-        return self._conn is None or self._conn.closed or self._conn.broken
+        return self._conn is None or _lost(self._conn)
 
-    def connection(self) -> psycopg.Connection[Any]:
-        if self.lost:
-            self.close()
-            self._conn = psycopg.connect(self._conninfo, autocommit=True, **self._kwargs)
-        assert self._conn is not None
+    async def connection(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is None or _lost(self._conn):
+            await self.close()
+            self._conn = await psycopg.AsyncConnection.connect(self._conninfo, **self._kwargs)
         return self._conn
 
-    def client(self) -> Client:
-        return Client(self.connection())
-
-    def close(self) -> None:
+    async def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
-                conn.close()
+                await conn.close()
             except Exception:  # already broken: nothing to give back
                 log.debug("closing a broken connection failed", exc_info=True)
 
 
-def _persist(link: _Link, call: Callable[[Client], T], patience: float,
-             landed: Callable[[Client], bool] | None = None) -> T:
-    """``call`` on the link's connection; sent again on a new connection for
-    up to ``patience`` seconds while the connection is what failed. An error
-    of the statement itself (the connection is fine) is raised at once.
+class _Run:
+    """What the pool knows of one run in flight. Touched on the event loop
+    only; other threads only read it."""
 
-    A call whose connection broke after it was sent may have committed.
-    Sending a fenced write again is safe (it applies once, or answers false),
-    but not always quiet: ``landed``, when given, asks the database first
-    whether the lost call took effect, and then the call is not sent again."""
-    deadline = time.monotonic() + patience
-    pause = 0.05
-    sent = False
-    while True:
-        try:
-            client = link.client()
-            if sent and landed is not None and landed(client):
-                return cast(T, True)
-            sent = True
-            return call(client)
-        except psycopg.Error as error:
-            if not link.lost or time.monotonic() >= deadline:
-                raise
-            log.warning("lost the database (%s); trying again", error)
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 2, 1.0)
-
-
-class RunContext:
-    """What a handler gets: the claimed run and its fenced writes.
-
-    Every write raises RunStopped instead of returning ``false``, so a
-    handler cannot carry on by accident after losing its run. Long
-    computations between writes can poll ``stop_requested``.
-    """
-
-    def __init__(self, link: _Link, run: ClaimedRun, lease: timedelta) -> None:
+    def __init__(self, run: ClaimedRun, slot: _SlotState) -> None:
         self.run = run
-        self._link = link
-        self._patience = lease.total_seconds()
-        # Guards the flags below and is never held during a round trip: a
-        # heartbeat never waits for this run's write, nor a write for a
-        # heartbeat, except the last write (see _write).
-        self._lock = threading.Condition()
-        self._stopped = False
-        self._finishing = False   # the last write is under way, or done
-        self._beating = False     # a heartbeat is under way
+        self.slot = slot
+        self.stopped = False      # no longer ours: every write raises
+        self.finishing = False    # the last write is under way, or done
+        self.alone = False        # its row was locked at its last heartbeat
+        self.cancellable = False  # an async handler, whose task cancel() stops
+        self.not_beating = asyncio.Event()
+        self.not_beating.set()
+        self.task: asyncio.Future[None] | None = None
 
     @property
     def run_id(self) -> int:
@@ -169,121 +167,643 @@ class RunContext:
         return self.run.epoch
 
     @property
-    def stop_requested(self) -> bool:
-        """True once the run is no longer ours; every write then raises."""
-        return self._stopped
+    def done(self) -> bool:
+        return self.stopped or self.finishing
+
+    def refused(self, why: str) -> RunStopped:
+        return RunStopped(f"run {self.run_id} epoch {self.epoch} {why}")
+
+
+class AsyncRunContext:
+    """What an async handler gets: the claimed run and its fenced writes,
+    awaited. Every write raises RunStopped instead of returning ``false``,
+    so a handler cannot carry on by accident after losing its run."""
+
+    def __init__(self, core: _Core, state: _Run) -> None:
+        self._core = core
+        self._state = state
 
     @property
-    def _done(self) -> bool:
-        return self._stopped or self._finishing
+    def run(self) -> ClaimedRun:
+        return self._state.run
 
-    def _stop(self) -> None:
-        with self._lock:
-            self._stopped = True
+    @property
+    def run_id(self) -> int:
+        return self._state.run_id
 
-    def _write(self, call: Callable[[Client], bool], *, final: bool = False,
-               link: _Link | None = None, patience: float | None = None,
-               landed: Callable[[Client], bool] | None = None) -> None:
-        link = link or self._link
-        patience = self._patience if patience is None else patience
-        with self._lock:
-            if self._done:
-                raise RunStopped(f"run {self.run_id} epoch {self.epoch} is no longer ours")
-            if final:
-                # The last write waits out a heartbeat already sent, so that
-                # heartbeat cannot land after it and log run.fenced.
-                self._finishing = True
-                # Bounded: a heartbeat stuck on a dead socket ends at the
-                # connection's tcp_user_timeout anyway.
-                self._lock.wait_for(lambda: not self._beating, timeout=patience)
+    @property
+    def epoch(self) -> int:
+        return self._state.epoch
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the run is no longer ours; every write then raises."""
+        return self._state.stopped
+
+    async def _write(self, call: Callable[[AsyncClient], Awaitable[bool]], **how: Any) -> None:
+        await self._core.write(self._state, call, **how)
+
+    async def checkpoint(self, state: Any) -> None:
+        await self._write(lambda c: c.checkpoint(self.run_id, self.epoch, state))
+
+    async def begin_turn(self) -> None:
+        await self._core.write(self._state, lambda c: c.begin_turn(self.run_id, self.epoch))
+
+    async def begin_tool(self, call_id: str, tool: str, idempotency: str,
+                         args: Mapping[str, Any] | None = None) -> None:
+        await self._core.write(self._state, lambda c: c.begin_tool(
+            self.run_id, self.epoch, call_id, tool, idempotency, args))
+
+    async def end_tool(self, call_id: str, outcome: Any) -> None:
+        # Sent again after it committed, end_tool would raise RQ004 (the call
+        # is finished): ask first.
+        async def landed(c: AsyncClient) -> bool:
+            return any(t.call_id == call_id and t.status == "finished" and t.epoch == self.epoch
+                       for t in await c.tool_calls(self.run_id))
+        await self._core.write(self._state, lambda c: c.end_tool(
+            self.run_id, self.epoch, call_id, outcome), landed=landed)
+
+    async def tool_calls(self) -> list[ToolCall]:
+        """The run's tool calls: which are retryable, which uncertain."""
+        return await self._core.persist(lambda c: c.tool_calls(self.run_id))
+
+    async def ask_user(self, question: Any) -> None:
+        """Wait for the user; the handler should return after this."""
+        await self._core.write(self._state, lambda c: c.ask_user(
+            self.run_id, self.epoch, question), final=True)
+
+    async def complete(self, result: Any = None) -> None:
+        await self._core.write(self._state, None, final=True, result=result)
+
+    async def fail(self, code: str, message: str | None = None, **details: Any) -> None:
+        failure = {"code": code, **({"message": message} if message else {}), **details}
+        await self._core.write(self._state, lambda c: c.fail(self.run_id, self.epoch, failure),
+                               final=True)
+
+
+class RunContext:
+    """What a sync handler gets: AsyncRunContext's calls, each run on the
+    pool's event loop while the handler's thread waits for it."""
+
+    def __init__(self, context: AsyncRunContext, loop: asyncio.AbstractEventLoop) -> None:
+        self._async = context
+        self._loop = loop
+
+    @property
+    def run(self) -> ClaimedRun:
+        return self._async.run
+
+    @property
+    def run_id(self) -> int:
+        return self._async.run_id
+
+    @property
+    def epoch(self) -> int:
+        return self._async.epoch
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the run is no longer ours; every write then raises."""
+        return self._async.stop_requested
+
+    def _wait(self, call: Coroutine[Any, Any, T]) -> T:
         try:
-            applied = _persist(link, call, patience, landed)
-        except RunNotFound:
-            self._stop()
-            raise RunStopped(f"run {self.run_id} no longer exists") from None
-        except BaseException:
-            with self._lock:
-                # A write that raised did not change the run (bad argument,
-                # a value jsonb refuses): the handler, or the pool, may write
-                # again. Unless the database stayed out of reach for a whole
-                # lease: then the run is most likely no longer ours.
-                self._finishing = self._finishing and not final
-                self._stopped = self._stopped or link.lost
-            raise
-        if not applied:
-            self._stop()
-            raise RunStopped(f"run {self.run_id} epoch {self.epoch} was fenced or cancelled")
+            future = asyncio.run_coroutine_threadsafe(call, self._loop)
+        except RuntimeError:  # the pool's loop is gone: so is the run
+            call.close()
+            raise RunStopped(f"run {self.run_id}: the pool has stopped") from None
+        return future.result()
+
+    def _write(self, call: Callable[[AsyncClient], Awaitable[bool]], **how: Any) -> None:
+        self._wait(self._async._write(call, **how))
 
     def checkpoint(self, state: Any) -> None:
-        self._write(lambda c: c.checkpoint(self.run_id, self.epoch, state))
+        self._wait(self._async.checkpoint(state))
 
     def begin_turn(self) -> None:
-        self._write(lambda c: c.begin_turn(self.run_id, self.epoch))
+        self._wait(self._async.begin_turn())
 
     def begin_tool(self, call_id: str, tool: str, idempotency: str,
                    args: Mapping[str, Any] | None = None) -> None:
-        self._write(lambda c: c.begin_tool(self.run_id, self.epoch, call_id, tool,
-                                           idempotency, args))
+        self._wait(self._async.begin_tool(call_id, tool, idempotency, args))
 
     def end_tool(self, call_id: str, outcome: Any) -> None:
-        # Sent again after it committed, end_tool would raise RQ004 (the call
-        # is finished): ask first.
-        def landed(c: Client) -> bool:
-            return any(t.call_id == call_id and t.status == "finished" and t.epoch == self.epoch
-                       for t in c.tool_calls(self.run_id))
-        self._write(lambda c: c.end_tool(self.run_id, self.epoch, call_id, outcome),
-                    landed=landed)
+        self._wait(self._async.end_tool(call_id, outcome))
 
     def tool_calls(self) -> list[ToolCall]:
         """The run's tool calls: which are retryable, which uncertain."""
-        return _persist(self._link, lambda c: c.tool_calls(self.run_id), self._patience)
+        return self._wait(self._async.tool_calls())
 
     def ask_user(self, question: Any) -> None:
         """Wait for the user; the handler should return after this."""
-        self._write(lambda c: c.ask_user(self.run_id, self.epoch, question), final=True)
+        self._wait(self._async.ask_user(question))
 
     def complete(self, result: Any = None) -> None:
-        self._write(lambda c: c.complete(self.run_id, self.epoch, result), final=True)
+        self._wait(self._async.complete(result))
 
     def fail(self, code: str, message: str | None = None, **details: Any) -> None:
-        failure = {"code": code, **({"message": message} if message else {}), **details}
-        self._write(lambda c: c.fail(self.run_id, self.epoch, failure), final=True)
-
-    def _release(self, link: _Link | None = None, patience: float | None = None) -> None:
-        """Give the run back (shutdown): the last write, from the pool, on
-        ``link`` when the slot's own connection may still be busy."""
-        self._write(lambda c: c.release(self.run_id, self.epoch), final=True, link=link,
-                    patience=patience)
-
-    def _heartbeat(self, conn: psycopg.Connection[Any], lock_timeout: str) -> None:
-        with self._lock:
-            if self._done:
-                return
-            # Sent even while one of the run's own writes is under way: that
-            # write may wait on a lock before it takes the run's row. If it
-            # holds the row, this heartbeat gives up at its lock timeout, and
-            # the lease is safe anyway: a sweep steps over a locked row.
-            self._beating = True
-        try:
-            row = conn.execute(_HEARTBEAT, {"run_id": self.run_id, "epoch": self.epoch,
-                                            "lock_timeout": lock_timeout}).fetchone()
-            if row is not None and row[0] is False:
-                self._stop()
-        finally:
-            with self._lock:
-                self._beating = False
-                self._lock.notify_all()
+        self._wait(self._async.fail(code, message, **details))
 
 
-Handler = Callable[[RunContext], Any]
+Handler = Callable[[RunContext], Any] | Callable[[AsyncRunContext], Awaitable[Any]]
+
+
+def _is_async(handler: Handler) -> bool:
+    # a function, or an object whose __call__ is one
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None))  # noqa: B004
 
 
 @dataclass(frozen=True)
 class Slot:
-    """``count`` slots claiming from ``classes``."""
+    """``count`` runs at a time claimed from ``classes``."""
 
     classes: tuple[int, ...]
     count: int = 1
+
+
+class _SlotState:
+    def __init__(self, slot: Slot) -> None:
+        self.classes = slot.classes
+        self.count = slot.count
+        self.busy = 0
+        self.freed = asyncio.Event()
+
+
+@dataclass
+class _Completion:
+    state: _Run
+    result: Any
+    answer: asyncio.Future[bool]
+
+
+class _Core:
+    """The pool's event loop side: its connections, loops and runs."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self.loop = asyncio.get_running_loop()
+        self.lease = pool.lease.total_seconds()
+        self.kinds = sorted(pool.handlers)
+        self.stopping = asyncio.Event()
+        self.wake = asyncio.Event()
+        self.runs: dict[int, _Run] = {}
+        self.tasks: set[asyncio.Future[None]] = set()
+        self.completions: asyncio.Queue[_Completion] = asyncio.Queue()
+        self.db = AsyncConnectionPool(
+            pool.conninfo, min_size=1, max_size=pool.max_connections, open=False,
+            kwargs=pool._connect_kwargs("runq-pool"), name="runq-pool")
+
+    # -- writes -----------------------------------------------------------------
+
+    async def persist(self, call: Callable[[AsyncClient], Awaitable[T]],
+                      patience: float | None = None,
+                      landed: Callable[[AsyncClient], Awaitable[bool]] | None = None) -> T:
+        """``call`` on a connection of the pool; sent again on another for up
+        to ``patience`` seconds (a lease) while the connection is what
+        failed. An error of the statement itself is raised at once.
+
+        A call whose connection broke after it was sent may have committed.
+        Sending a fenced write again is safe (it applies once, or answers
+        false), but not always quiet: ``landed``, when given, asks the
+        database first whether the lost call took effect."""
+        deadline = time.monotonic() + (self.lease if patience is None else patience)
+        pause = 0.05
+        sent = False
+        while True:
+            failed: psycopg.Error | None = None
+            try:
+                async with self.db.connection(timeout=max(0.1, deadline - time.monotonic())) \
+                        as conn:
+                    client = AsyncClient(conn)
+                    try:
+                        if sent and landed is not None and await landed(client):
+                            return True  # type: ignore[return-value]
+                        sent = True
+                        return await call(client)
+                    except psycopg.Error as error:
+                        if _lost(conn):
+                            raise _ConnectionLost(str(error)) from None
+                        failed = error  # the statement's own error: raised below, at once
+            except (_ConnectionLost, psycopg.OperationalError) as error:
+                # The connection broke, or none could be had (PoolTimeout).
+                if time.monotonic() >= deadline:
+                    raise psycopg.OperationalError(f"the database stayed out of reach: {error}")\
+                        from None
+                log.warning("lost the database (%s); trying again", error)
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, 1.0)
+                continue
+            raise failed
+
+    async def write(self, state: _Run, call: Callable[[AsyncClient], Awaitable[bool]] | None, *,
+                    final: bool = False, result: Any = None, patience: float | None = None,
+                    landed: Callable[[AsyncClient], Awaitable[bool]] | None = None) -> None:
+        """One fenced write of a run; call None is its completion."""
+        if state.done:
+            raise state.refused("is no longer ours")
+        if final:
+            # The last write waits out a heartbeat already sent, so that the
+            # heartbeat cannot land after it and log run.fenced.
+            state.finishing = True
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(state.not_beating.wait(),
+                                       self.lease if patience is None else patience)
+        try:
+            if call is None:
+                applied = await self.complete(state, result)
+            else:
+                applied = await self.persist(call, patience, landed)
+        except RunNotFound:
+            state.stopped = True
+            raise RunStopped(f"run {state.run_id} no longer exists") from None
+        except BaseException as error:
+            # A write that raised did not change the run (bad argument, a
+            # value jsonb refuses): the handler, or the pool, may write again.
+            # Unless the database stayed out of reach for a whole lease: then
+            # the run is most likely no longer ours.
+            state.finishing = state.finishing and not final
+            state.stopped = state.stopped or isinstance(error, psycopg.OperationalError)
+            raise
+        if not applied:
+            self.stop_run(state)
+            raise state.refused("was fenced or cancelled")
+
+    async def complete(self, state: _Run, result: Any) -> bool:
+        answer: asyncio.Future[bool] = self.loop.create_future()
+        self.completions.put_nowait(_Completion(state, result, answer))
+        return await asyncio.shield(answer)
+
+    async def complete_loop(self) -> None:
+        # One batch on its way at a time: a completion that finds none waits
+        # for nothing; those that come meanwhile go together next.
+        while True:
+            batch = [await self.completions.get()]
+            while not self.completions.empty() and len(batch) < BATCH:
+                batch.append(self.completions.get_nowait())
+            await self.complete_batch(batch)
+
+    async def complete_batch(self, batch: list[_Completion]) -> None:
+        if len(batch) > 1:
+            try:
+                done = await self.persist(lambda c: c.complete_many(
+                    [(b.state.run_id, b.state.epoch, b.result) for b in batch]))
+            except psycopg.OperationalError as error:
+                for b in batch:
+                    _settle(b.answer, error=error)
+                return
+            except Exception:
+                # One element spoiled the batch (a result jsonb refuses, a
+                # purged run): each on its own, so the error reaches its run.
+                log.debug("complete_many failed; completing one by one", exc_info=True)
+            else:
+                for b in batch:
+                    _settle(b.answer, done[b.state.run_id])
+                return
+        for b in batch:
+            try:
+                _settle(b.answer, await self.complete_one(b))
+            except Exception as error:
+                _settle(b.answer, error=error)
+
+    async def complete_one(self, b: _Completion) -> bool:
+        return await self.persist(lambda c: c.complete(b.state.run_id, b.state.epoch, b.result))
+
+    def stop_run(self, state: _Run) -> None:
+        """The run is no longer ours: no write goes out for it any more, its
+        lease is no longer kept, and an async handler still at it is
+        cancelled after stop_grace."""
+        state.stopped = True
+        self.forget(state)
+        task = state.task
+        if task is not None and not task.done() and state.cancellable:
+            self.loop.call_later(self.pool.stop_grace, task.cancel)
+
+    def forget(self, state: _Run) -> None:
+        if self.runs.get(state.run_id) is state:
+            del self.runs[state.run_id]
+
+    # -- heartbeats -------------------------------------------------------------
+
+    async def heartbeat_loop(self) -> None:
+        interval = self.lease / 3
+        lock_timeout = f"{max(1, int(interval * 1000 / 4))}ms"
+        link = _Link(self.pool.conninfo, self.pool._connect_kwargs("runq-pool-heartbeat"))
+        try:
+            await link.connection()  # at start, as every loop: a bad conninfo shows at once
+            while True:
+                started = time.monotonic()
+                await self.beat(link, lock_timeout)
+                pause = interval - (time.monotonic() - started)
+                if link.lost:
+                    pause = min(pause, self.pool.poll_interval)
+                await asyncio.sleep(max(0.0, pause))
+        finally:
+            await link.close()
+
+    async def beat(self, link: _Link, lock_timeout: str) -> None:
+        """One heartbeat for every run in flight: those whose row was locked
+        last time one by one, the rest in batches."""
+        states = [s for s in self.runs.values() if not s.done]
+        for s in states:
+            s.not_beating.clear()
+        try:
+            conn = await link.connection()
+            alone = [s for s in states if s.alone]
+            together = [s for s in states if not s.alone]
+            for i in range(0, len(together), BATCH):
+                batch = together[i:i + BATCH]
+                try:
+                    cur = await conn.execute(_HEARTBEAT_MANY, {
+                        "lock_timeout": lock_timeout, "run_ids": [s.run_id for s in batch],
+                        "epochs": [s.epoch for s in batch]})
+                    alive = dict(await cur.fetchall())
+                except psycopg.Error as error:
+                    if _lost(conn):
+                        raise
+                    # A locked row (lock timeout) or a purged run (RQ003):
+                    # find out which, one by one.
+                    log.info("heartbeat_many: %s; beating %d runs one by one", error, len(batch))
+                    alone += batch
+                    continue
+                for s in batch:
+                    if alive[s.run_id] is False:
+                        self.stop_run(s)
+            for s in alone:
+                await self.beat_alone(conn, s, lock_timeout)
+        except psycopg.Error as error:
+            log.warning("heartbeats: lost the database (%s)", error)
+        finally:
+            for s in states:
+                s.not_beating.set()
+
+    async def beat_alone(self, conn: psycopg.AsyncConnection[Any], state: _Run,
+                         lock_timeout: str) -> None:
+        try:
+            cur = await conn.execute(_HEARTBEAT_MANY, {
+                "lock_timeout": lock_timeout, "run_ids": [state.run_id], "epochs": [state.epoch]})
+            row = await cur.fetchone()
+        except psycopg.Error as error:
+            if _lost(conn):
+                raise
+            if error.sqlstate == RunNotFound.sqlstate:
+                log.warning("run %s no longer exists; dropping it", state.run_id)
+                self.stop_run(state)
+            else:
+                state.alone = error.sqlstate == _LOCK_NOT_AVAILABLE
+                log.warning("heartbeat of run %s: %s", state.run_id, error)
+            return
+        state.alone = False
+        if row is not None and row[1] is False:
+            self.stop_run(state)
+
+    # -- claims -----------------------------------------------------------------
+
+    async def slot_loop(self, slot: _SlotState) -> None:
+        while not self.stopping.is_set():
+            free = slot.count - slot.busy
+            if free <= 0:
+                slot.freed.clear()
+                await _first(self.pool.poll_interval, slot.freed, self.stopping)
+                continue
+            async with self.db.connection() as conn:
+                runs = await AsyncClient(conn).claim(
+                    slot.classes, worker_id=self.pool.worker_id, lease=self.pool.lease,
+                    max_runs=free, kinds=self.kinds)
+            for run in runs:
+                self.start(run, slot)
+            if self.stopping.is_set():  # stopped while the claim was on its way
+                return
+            if len(runs) < free:  # nothing more is ready: wait for news
+                wake = self.wake
+                await _first(self.pool.poll_interval, wake, self.stopping)
+
+    def claimer(self, slot: _SlotState) -> Callable[[], Awaitable[None]]:
+        return lambda: self.slot_loop(slot)
+
+    def start(self, run: ClaimedRun, slot: _SlotState) -> None:
+        state = _Run(run, slot)
+        self.runs[run.run_id] = state
+        slot.busy += 1
+        task = asyncio.ensure_future(self.execute(state))
+        state.task = task
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def execute(self, state: _Run) -> None:
+        try:
+            handler = self.pool.handlers.get(state.run.kind)
+            if self.stopping.is_set():
+                await self.release(state)
+            elif handler is None:  # claimed by kind, so only if handlers changed since
+                log.error("run %s: no handler for kind %s; releasing it", state.run_id,
+                          state.run.kind)
+                await self.release(state)
+            else:
+                await self.handle(state, handler)
+        except RunStopped:
+            pass
+        except asyncio.CancelledError:  # stopped, or the pool stopped: its run is not ours
+            log.info("run %s (epoch %s): its handler was cancelled", state.run_id, state.epoch)
+        except Exception:  # about this run only: the pool goes on
+            log.exception("run %s (epoch %s): its last write failed", state.run_id, state.epoch)
+        finally:
+            self.forget(state)
+            state.slot.busy -= 1
+            state.slot.freed.set()
+
+    async def handle(self, state: _Run, handler: Handler) -> None:
+        ctx = AsyncRunContext(self, state)
+        result: Any = None
+        error: BaseException | None = None
+        if _is_async(handler):
+            state.cancellable = True
+            try:
+                result = await cast(Callable[[AsyncRunContext], Awaitable[Any]], handler)(ctx)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as raised:  # the handler's failure is the run's
+                error = raised
+        else:
+            result, error = await self.in_thread(cast(Callable[[RunContext], Any], handler),
+                                                 RunContext(ctx, self.loop))
+        if isinstance(error, RunStopped):
+            return
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            log.warning("run %s: the handler raised %r; releasing it and stopping the pool",
+                        state.run_id, error)
+            self.pool.stop()
+            await self.release(state)
+            return
+        if state.done:
+            return
+        if error is not None:
+            # jsonb holds no \u0000, so neither may the message
+            message = (str(error) or type(error).__name__).replace("\x00", "\\0")
+            await ctx.fail(type(error).__name__, message)
+            return
+        try:
+            await ctx.complete(result)
+        except (TypeError, ValueError, psycopg.DataError) as refused:
+            # Not JSON (a set, an object), or JSON that jsonb refuses (NaN,
+            # \u0000): the complete never reached the run, so fail it instead.
+            await ctx.fail("result_not_json",
+                           f"the handler's result ({type(result).__name__}) cannot be stored"
+                           f" as jsonb: {refused}")
+
+    async def in_thread(self, handler: Callable[[RunContext], Any],
+                        ctx: RunContext) -> tuple[Any, BaseException | None]:
+        """The handler's result or exception, from a daemon thread of its own
+        (a handler that never returns must not keep the process alive)."""
+        outcome: asyncio.Future[tuple[Any, BaseException | None]] = self.loop.create_future()
+
+        def settle(value: tuple[Any, BaseException | None]) -> None:
+            if not outcome.done():
+                outcome.set_result(value)
+
+        def body() -> None:
+            try:
+                value: tuple[Any, BaseException | None] = (handler(ctx), None)
+            except BaseException as error:
+                value = (None, error)
+            with contextlib.suppress(RuntimeError):  # the pool's loop is gone
+                self.loop.call_soon_threadsafe(settle, value)
+
+        threading.Thread(target=body, name=f"runq-run-{ctx.run_id}", daemon=True).start()
+        return await outcome
+
+    async def release(self, state: _Run, patience: float | None = None) -> None:
+        """Give the run back (shutdown): its last write."""
+        await self.write(state, lambda c: c.release(state.run_id, state.epoch), final=True,
+                         patience=patience)
+
+    # -- wake-ups, sweeps -------------------------------------------------------
+
+    async def listen_loop(self) -> None:
+        link = _Link(self.pool.conninfo, self.pool._connect_kwargs("runq-pool-listen"))
+        try:
+            conn = await link.connection()
+            await conn.execute("LISTEN runq")
+            while True:
+                async for _ in conn.notifies(timeout=self.pool.poll_interval, stop_after=1):
+                    self.wake.set()
+                    self.wake = asyncio.Event()
+                if link.lost:
+                    raise psycopg.OperationalError("the LISTEN connection broke")
+        finally:
+            await link.close()
+
+    async def sweep_loop(self) -> None:
+        assert self.pool.sweep_interval
+        while True:
+            await asyncio.sleep(self.pool.sweep_interval)
+            async with self.db.connection() as conn:
+                for action in await AsyncClient(conn).sweep():
+                    log.info("sweep: run %s %s", action.run_id, action.action)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def guarded(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        # Nothing may silently shrink the pool: whatever a loop raises is
+        # logged and the loop starts again after a pause that grows while
+        # the failures go on. The queue's state is all in the database.
+        pause = self.pool.poll_interval
+        while True:
+            started = time.monotonic()
+            try:
+                await loop()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if time.monotonic() - started > 60:  # a new bout of failures
+                    pause = self.pool.poll_interval
+                if isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError)):
+                    # The database went away (a restart, a terminated
+                    # backend): expected, and no traceback would help.
+                    log.warning("%s: %s; reconnecting in %.1f s", name, error, pause)
+                else:
+                    log.exception("%s failed; starting it again in %.1f s", name, pause)
+                if await _first(pause, self.stopping) and name.startswith("slot"):
+                    return
+                pause = min(pause * 2, 30.0)
+
+    async def main(self) -> None:
+        await self.db.open(wait=False)
+        pool = self.pool
+        slots = [_SlotState(s) for s in pool._slots]
+        claimers = [asyncio.ensure_future(self.guarded(f"slot{list(s.classes)}", self.claimer(s)))
+                    for s in slots]
+        helpers = [asyncio.ensure_future(self.guarded(name, loop)) for name, loop in [
+            ("heartbeat", self.heartbeat_loop), ("listen", self.listen_loop),
+            ("complete", self.complete_loop),
+            *([("sweep", self.sweep_loop)] if pool.sweep_interval else [])]]
+        try:
+            await self.stopping.wait()
+            grace_ends = time.monotonic() + pool.grace
+            # Claims on their way land (and are released), then the handlers
+            # get what is left of the grace; the heartbeats go on meanwhile.
+            await asyncio.wait(claimers, timeout=pool.grace)
+            while self.tasks and time.monotonic() < grace_ends:
+                await asyncio.wait(list(self.tasks), timeout=grace_ends - time.monotonic())
+            await self.release_leftover()
+        finally:
+            for task in [*claimers, *helpers, *self.tasks]:
+                task.cancel()
+            try:
+                await asyncio.wait_for(self.db.close(timeout=0.5), 1.0)
+            except Exception:
+                log.debug("closing the connection pool failed", exc_info=True)
+
+    async def release_leftover(self) -> None:
+        give_up = time.monotonic() + RELEASE_PATIENCE
+
+        async def release(state: _Run) -> None:
+            try:
+                await self.release(state, patience=max(0.0, give_up - time.monotonic()))
+                log.info("released run %s (epoch %s)", state.run_id, state.epoch)
+            except RunStopped:
+                pass  # finished, fenced or gone meanwhile: nothing to give back
+            except Exception as error:
+                log.warning("could not release run %s (epoch %s): %s; its lease will expire",
+                            state.run_id, state.epoch, error)
+
+        leftover = [s for s in self.runs.values() if not s.done]
+        if not leftover:
+            return
+        try:
+            await asyncio.wait_for(asyncio.gather(*(release(s) for s in leftover)),
+                                   RELEASE_PATIENCE)
+        except asyncio.TimeoutError:
+            log.warning("gave up releasing after %.0f s: the runs left keep their leases"
+                        " until they expire", RELEASE_PATIENCE)
+
+
+class _ConnectionLost(Exception):
+    pass
+
+
+def _settle(answer: asyncio.Future[bool], value: bool = False,
+            error: BaseException | None = None) -> None:
+    if answer.done():
+        return
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(value)
+
+
+async def _first(timeout: float, *events: asyncio.Event) -> bool:
+    """Wait until one of the events is set, for at most timeout seconds;
+    whether one was."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        return bool(done)
+    finally:
+        for w in waiters:
+            w.cancel()
 
 
 @dataclass
@@ -297,75 +817,64 @@ class WorkerPool:
     grace: float = 10.0
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     connect_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    # The connections the runs' writes, the claims and the sweeps share; the
+    # pool holds two more (heartbeats, LISTEN).
+    max_connections: int = 4
+    # How long an async handler whose run was stopped may go on before its
+    # task is cancelled.
+    stop_grace: float = 5.0
 
     def __post_init__(self) -> None:
         if not self.handlers:
             raise ValueError("a worker pool needs at least one handler")
         self._slots = [s if isinstance(s, Slot) else Slot(tuple(s[0]), s[1]) for s in self.slots]
-        self._kinds = sorted(self.handlers)
         self._stopping = threading.Event()
-        self._wake = threading.Condition()
-        self._inflight: dict[int, RunContext] = {}
-        self._inflight_lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
+        self._started = threading.Event()
+        self._core: _Core | None = None
+        self._thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the slot, heartbeat, listener and sweep threads."""
-        for slot in self._slots:
-            for n in range(slot.count):
-                self._spawn(f"slot{list(slot.classes)}#{n}", self._slot_loop, slot.classes)
-        self._spawn("heartbeat", self._heartbeat_loop)
-        self._spawn("listen", self._listen_loop)
-        if self.sweep_interval:
-            self._spawn("sweep", self._sweep_loop)
+        """Start the pool's event loop in a thread of its own."""
+        self._thread = threading.Thread(target=self._serve, name="runq-pool", daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    def _serve(self) -> None:
+        async def serve() -> None:
+            self._core = _Core(self)
+            self._started.set()
+            if self._stopping.is_set():
+                self._core.stopping.set()
+            await self._core.main()
+        try:
+            asyncio.run(serve())
+        except Exception:
+            log.exception("the worker pool's loop failed")
+        finally:
+            self._started.set()
+            self._stopping.set()
 
     def stop(self) -> None:
-        """Stop claiming; ``join`` then gives in-flight runs their grace."""
+        """Stop claiming; ``join`` then gives in-flight runs their grace.
+        From any thread."""
         self._stopping.set()
-        with self._wake:
-            self._wake.notify_all()
+        core = self._core
+        if core is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended
+                core.loop.call_soon_threadsafe(core.stopping.set)
 
     def join(self) -> None:
-        """Wait for the handlers, up to ``grace`` seconds after ``stop()``,
-        then release what is still in flight, for at most RELEASE_PATIENCE
-        seconds more. Never raises: a run it cannot release is logged, and
-        its lease expires as a dead worker's would."""
+        """Wait for stop(), then for the handlers up to ``grace`` seconds,
+        then for the releases of what is still in flight, for at most
+        RELEASE_PATIENCE seconds more. Never raises: a run it cannot release
+        is logged, and its lease expires as a dead worker's would."""
         self._stopping.wait()
-        deadline = time.monotonic() + self.grace
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        # In a thread of its own, so that nothing (a connect to a host that
-        # stopped answering, a release waiting on a row another session
-        # locked) holds join() past its bound.
-        releaser = threading.Thread(target=self._release_leftover, name="runq-release",
-                                    daemon=True)
-        releaser.start()
-        releaser.join(RELEASE_PATIENCE)
-        if releaser.is_alive():
-            log.warning("gave up releasing after %.0f s: the runs left keep their leases"
-                        " until they expire", RELEASE_PATIENCE)
-
-    def _release_leftover(self) -> None:
-        link = _Link(self.conninfo, self._connect_kwargs("runq-pool-release"))
-        give_up = time.monotonic() + RELEASE_PATIENCE
-        try:
-            for ctx in self._leftover():
-                try:
-                    ctx._release(link, patience=max(0.0, give_up - time.monotonic()))
-                    log.info("released run %s (epoch %s)", ctx.run_id, ctx.epoch)
-                except RunStopped:
-                    pass  # finished, fenced or gone meanwhile: nothing to give back
-                except Exception as error:
-                    log.warning("could not release run %s (epoch %s): %s; its lease will expire",
-                                ctx.run_id, ctx.epoch, error)
-        finally:
-            link.close()
-
-    def _leftover(self) -> list[RunContext]:
-        with self._inflight_lock:
-            return list(self._inflight.values())
+        if self._thread is not None:
+            self._thread.join(self.grace + RELEASE_PATIENCE + 0.5)
+            if self._thread.is_alive():
+                log.warning("the pool did not end in time; leaving it behind")
 
     def run(self) -> None:
         """start(), stop on SIGTERM or SIGINT, join()."""
@@ -375,6 +884,11 @@ class WorkerPool:
         self.start()
         self.join()
 
+    def inflight(self) -> list[int]:
+        """The runs whose leases the pool keeps. From any thread."""
+        core = self._core
+        return sorted(core.runs) if core is not None else []
+
     def _connect_kwargs(self, application_name: str) -> dict[str, Any]:
         # No server-side prepared statements: behind PgBouncer in transaction
         # mode they land on another server connection. They would save little:
@@ -382,183 +896,9 @@ class WorkerPool:
         # A server that vanished without closing the socket (a host gone, a
         # network cut) is noticed in seconds, not at TCP's fifteen minutes.
         return {"application_name": application_name, "prepare_threshold": None,
-                "connect_timeout": 5, "keepalives": 1, "keepalives_idle": 5,
-                "keepalives_interval": 2, "keepalives_count": 3, "tcp_user_timeout": 10_000,
-                **self.connect_kwargs}
-
-    def _link(self, application_name: str) -> _Link:
-        return _Link(self.conninfo, self._connect_kwargs(application_name))
-
-    def _slots_alive(self) -> bool:
-        return any(t.is_alive() for t in self._threads if t.name.startswith("runq-slot"))
-
-    def inflight(self) -> list[int]:
-        with self._inflight_lock:
-            return sorted(self._inflight)
-
-    def _forget(self, ctx: RunContext) -> None:
-        with self._inflight_lock:
-            if self._inflight.get(ctx.run_id) is ctx:
-                del self._inflight[ctx.run_id]
-
-    # -- threads ----------------------------------------------------------------
-
-    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        thread = threading.Thread(target=self._guarded, args=(target, *args),
-                                  name=f"runq-{name}", daemon=True)
-        self._threads.append(thread)
-        thread.start()
-
-    def _guarded(self, target: Callable[..., None], *args: Any) -> None:
-        # Nothing may silently shrink the pool: whatever a loop raises is
-        # logged and the loop starts again after a pause that grows while
-        # the failures go on. The queue's state is all in the database.
-        pause = self.poll_interval
-        while not self._stopping.is_set():
-            started = time.monotonic()
-            try:
-                target(*args)
-                return
-            except Exception as error:
-                if time.monotonic() - started > 60:  # a new bout of failures
-                    pause = self.poll_interval
-                name = threading.current_thread().name
-                if isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError)):
-                    # The database went away (a restart, a terminated
-                    # backend): expected, and no traceback would help.
-                    log.warning("%s: %s; reconnecting in %.1f s", name, error, pause)
-                else:
-                    log.exception("%s failed; starting it again in %.1f s", name, pause)
-                self._stopping.wait(pause)
-                pause = min(pause * 2, 30.0)
-
-    def _slot_loop(self, classes: tuple[int, ...]) -> None:
-        link = self._link("runq-pool")
-        try:
-            while not self._stopping.is_set():
-                runs = link.client().claim(classes, worker_id=self.worker_id, lease=self.lease,
-                                           kinds=self._kinds)
-                if not runs:
-                    with self._wake:
-                        self._wake.wait(self.poll_interval)
-                    continue
-                if self._stopping.is_set():  # stopped while the claim was on its way
-                    RunContext(link, runs[0], self.lease)._release()
-                    return
-                self._execute(link, runs[0])
-        finally:
-            link.close()
-
-    def _execute(self, link: _Link, run: ClaimedRun) -> None:
-        ctx = RunContext(link, run, self.lease)
-        with self._inflight_lock:
-            self._inflight[run.run_id] = ctx
-        handler = self.handlers.get(run.kind)
-        try:
-            if handler is None:  # claimed by kind, so only if handlers changed since
-                log.error("run %s: no handler for kind %s; releasing it", run.run_id, run.kind)
-                ctx._release()
-            else:
-                self._handle(ctx, handler)
-        except RunStopped:
-            pass
-        except Exception:  # about this run only: the slot goes on
-            log.exception("run %s (epoch %s): its last write failed", run.run_id, run.epoch)
-        finally:
-            self._forget(ctx)
-
-    def _handle(self, ctx: RunContext, handler: Handler) -> None:
-        try:
-            result = handler(ctx)
-        except RunStopped:
-            return
-        except (KeyboardInterrupt, SystemExit) as error:
-            log.warning("run %s: the handler raised %r; releasing it and stopping the pool",
-                        ctx.run_id, error)
-            self.stop()
-            ctx._release()
-            return
-        except BaseException as error:  # the handler's failure is the run's
-            if not ctx._done:
-                # jsonb holds no \u0000, so neither may the message
-                message = (str(error) or type(error).__name__).replace("\x00", "\\0")
-                ctx.fail(type(error).__name__, message)
-            return
-        if ctx._done:
-            return
-        try:
-            ctx.complete(result)
-        except (TypeError, ValueError, psycopg.DataError) as error:
-            # Not JSON (a set, an object), or JSON that jsonb refuses (NaN,
-            # \u0000): the complete never reached the run, so fail it instead.
-            ctx.fail("result_not_json",
-                     f"the handler's result ({type(result).__name__}) cannot be stored as jsonb:"
-                     f" {error}")
-
-    def _heartbeat_loop(self) -> None:
-        interval = self.lease.total_seconds() / 3
-        lock_timeout = f"{max(1, int(interval * 1000 / 4))}ms"
-        link = self._link("runq-pool-heartbeat")
-        grace_ends: float | None = None
-        try:
-            link.connection()  # at start, as every loop: a bad conninfo shows at once
-            while True:
-                if self._stopping.is_set():
-                    # Keep the in-flight runs' leases alive through the grace
-                    # period, and while a slot may still bring in a run.
-                    grace_ends = grace_ends or time.monotonic() + self.grace
-                    if time.monotonic() >= grace_ends or not (self.inflight()
-                                                              or self._slots_alive()):
-                        return
-                started = time.monotonic()
-                self._beat(link, lock_timeout)
-                pause = interval - (time.monotonic() - started)
-                if link.lost:
-                    pause = min(pause, self.poll_interval)
-                if grace_ends is None:
-                    self._stopping.wait(max(0.0, pause))
-                else:
-                    time.sleep(max(0.0, min(pause, grace_ends - time.monotonic())))
-        finally:
-            link.close()
-
-    def _beat(self, link: _Link, lock_timeout: str) -> None:
-        """One heartbeat for each in-flight run; an error ends that run's only."""
-        for ctx in self._leftover():
-            try:
-                ctx._heartbeat(link.connection(), lock_timeout)
-            except psycopg.Error as error:
-                if link.lost:
-                    log.warning("heartbeats: lost the database (%s)", error)
-                    return
-                if error.sqlstate == RunNotFound.sqlstate:
-                    log.warning("run %s no longer exists; dropping it", ctx.run_id)
-                    ctx._stop()
-                    self._forget(ctx)
-                else:
-                    log.warning("heartbeat of run %s: %s", ctx.run_id, error)
-            if ctx.stop_requested:
-                self._forget(ctx)
-
-    def _listen_loop(self) -> None:
-        with psycopg.connect(self.conninfo, autocommit=True,
-                             **self._connect_kwargs("runq-pool-listen")) as conn:
-            conn.execute("LISTEN runq")
-            while not self._stopping.is_set():
-                for _ in conn.notifies(timeout=self.poll_interval, stop_after=1):
-                    with self._wake:
-                        self._wake.notify_all()
-
-    def _sweep_loop(self) -> None:
-        assert self.sweep_interval
-        link = self._link("runq-pool-sweep")
-        try:
-            link.connection()
-            while not self._stopping.wait(self.sweep_interval):
-                for action in link.client().sweep():
-                    log.info("sweep: run %s %s", action.run_id, action.action)
-        finally:
-            link.close()
+                "autocommit": True, "connect_timeout": 5, "keepalives": 1,
+                "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+                "tcp_user_timeout": 10_000, **self.connect_kwargs}
 
 
 # -- runq worker ------------------------------------------------------------------
@@ -576,7 +916,8 @@ def _slot(text: str) -> Slot:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``runq worker MODULE``: a pool running the handlers MODULE.HANDLERS
-    (a mapping of run kind to handler) until SIGTERM or SIGINT."""
+    (a mapping of run kind to handler, ``def`` or ``async def``) until
+    SIGTERM or SIGINT."""
     ap = argparse.ArgumentParser(prog="runq worker", description=main.__doc__)
     ap.add_argument("module", help="module with HANDLERS = {kind: handler}")
     ap.add_argument("--database-url", default=os.environ.get("RUNQ_DATABASE_URL"))
@@ -586,6 +927,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--poll", type=float, default=1.0, help="poll interval in seconds")
     ap.add_argument("--sweep-every", type=float, default=5.0, help="0: do not sweep")
     ap.add_argument("--grace", type=float, default=10.0, help="seconds to finish on shutdown")
+    ap.add_argument("--connections", type=int, default=4,
+                    help="connections the runs share (the pool holds 2 more)")
     ap.add_argument("--worker-id")
     opts = ap.parse_args(argv)
     if not opts.database_url:
@@ -599,6 +942,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       opts.slots or [Slot((0,), 1), Slot((0, 10, 20), 2)],
                       lease=timedelta(seconds=opts.lease), poll_interval=opts.poll,
                       sweep_interval=opts.sweep_every or None, grace=opts.grace,
+                      max_connections=opts.connections,
                       **({"worker_id": opts.worker_id} if opts.worker_id else {}))
     pool.run()
     return 0
