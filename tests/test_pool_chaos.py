@@ -2,6 +2,12 @@
 failure. Real server, real pool threads, short leases; every wait polls the
 database (or the pool) against a deadline. Handlers: tests/chaos_handlers.py.
 
+Every test runs twice, through the ``flavour`` fixture: with the ``def``
+handlers (``sync``: each in a thread of its own) and with their ``async
+def`` twins (``async``: awaited on the pool's event loop). The expectations
+are the same but where a test says otherwise: a coroutine can be cancelled,
+a thread cannot.
+
 After each scenario, ``after_checks`` asserts the same three things:
   (a) every slot still claims: one fresh probe run per slot, in that slot's
       class, all succeed, each held by a different slot at the same time
@@ -30,13 +36,17 @@ The tests:
       given back, claimable now), and the handler's late return writes
       nothing. ``no_connection``: the database refuses new connections from
       the moment stop() is called, and join() still returns in time, without
-      raising.
+      raising. By then a sync handler is still blocked (nothing stops its
+      thread) and returns once the test opens its gate; an async one has
+      been cancelled (the pool cancels what is left after the releases).
   test_purged_run_under_live_worker
       run A (held by the pool) is swept, claimed by the test (epoch 2),
       completed and purged in one transaction, so the pool's next heartbeat
       of A raises RQ003: run B in the other slot keeps its lease for three
       lease lengths, A leaves pool.inflight(), A's handler gets RunStopped at
-      its next write.
+      its next write. (An async handler whose run was stopped is cancelled
+      after stop_grace, 5 s by default; A's gate opens about as late, so
+      this pool's stop_grace is longer, for A's next write to come first.)
   test_checkpoint_stalled_by_lock_keeps_other_leases
       A's checkpoint waits three lease lengths on LOCK TABLE runq.checkpoints
       held by another session, with a sweeper running: B's lease never lapses
@@ -58,7 +68,9 @@ The tests:
       queued, attempts 0, claimable now, run.requeued last), nothing fails.
       (a) cannot apply to a stopped pool: a new pool claims and completes
       both runs instead (the one that raised under epoch 2), and
-      after_checks run on it.
+      after_checks run on it. At join() the other handler, if sync, is
+      still blocked and its late return writes nothing; if async, it was
+      cancelled after its release.
   test_row_locked_by_another_session_keeps_other_leases
       another session holds A's row FOR UPDATE for three lease lengths, with
       a sweeper running: B's lease never lapses, no heartbeat waits on A's
@@ -78,13 +90,8 @@ The tests:
       hangs too), or another session holds the three runs' rows FOR UPDATE
       (``rows_locked``, until grace + 7 s): join() returns within grace +
       RELEASE_PATIENCE (3 s for all the releases together) + 1 s, without
-      raising; the runs stay running. ``silent`` and ``rows_locked`` fail
-      at this commit. silent: join() takes about grace + 18 s (the first
-      release waits its whole patience for the hung heartbeat, then still
-      opens a connection, and so does every later release with no patience
-      left, each for up to connect_timeout, 5 s). rows_locked: the release
-      waits on the row lock with no lock or statement timeout, as long as
-      the lock is held.
+      raising; the runs stay running (rows_locked: or queued, by a release
+      that lands once the rows are free).
   test_end_tool_that_committed_but_lost_its_answer
       a Proxy drops the answer to the handler's end_tool once the server has
       sent it in full (ReadyForQuery: committed) and closes the connection:
@@ -115,7 +122,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from chaos_handlers import HANDLERS, NOTES, PROBES, gate, open_gates
+from chaos_handlers import ASYNC_HANDLERS, HANDLERS, NOTES, PROBES, Meeting, gate, open_gates
 from pgutil import PG_BIN, ROOT, create_database, psql, with_dbname
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -165,20 +172,24 @@ def sample(what: str, seconds: float, check: Callable[[], str | None],
 class Harness:
     """The test's view of one database and the pools it starts there."""
 
-    def __init__(self, url: str, conn: psycopg.Connection[Any], name: str) -> None:
+    def __init__(self, url: str, conn: psycopg.Connection[Any], name: str,
+                 flavour: str) -> None:
         self.url = url
         self.conn = conn
         self.name = name  # prefix of this test's gates, notes and probe groups
+        self.flavour = flavour  # "sync" or "async": which handlers its pools run
         self.pools: list[WorkerPool] = []
         self.joined: set[int] = set()
 
     def pool(self, slots: Sequence[Slot], *, lease: float = LEASE,
              sweep_interval: float | None = None, grace: float = 1.0,
-             url: str | None = None) -> WorkerPool:
+             url: str | None = None, stop_grace: float = 5.0) -> WorkerPool:
         """A started pool on this database (through ``url``: a Proxy's)."""
-        pool = WorkerPool(url or self.url, HANDLERS, slots, lease=timedelta(seconds=lease),
+        handlers = ASYNC_HANDLERS if self.flavour == "async" else HANDLERS
+        pool = WorkerPool(url or self.url, handlers, slots, lease=timedelta(seconds=lease),
                           poll_interval=POLL, sweep_interval=sweep_interval, grace=grace,
-                          worker_id=f"{self.name}-pool{len(self.pools)}")
+                          worker_id=f"{self.name}-pool{len(self.pools)}",
+                          stop_grace=stop_grace)
         self.pools.append(pool)
         pool.start()
         return pool
@@ -278,10 +289,16 @@ class Harness:
                 print(f"pool.join() at teardown raised {type(error).__name__}: {error}")
 
 
+@pytest.fixture(params=["sync", "async"])
+def flavour(request: pytest.FixtureRequest) -> str:
+    """Which twin of each handler the test's pools run (chaos_handlers.py)."""
+    return str(request.param)
+
+
 @pytest.fixture
-def chaos(db_url: str, conn: psycopg.Connection[Any],
+def chaos(db_url: str, conn: psycopg.Connection[Any], flavour: str,
           request: pytest.FixtureRequest) -> Iterator[Harness]:
-    h = Harness(db_url, conn, f"chaos-{request.node.name}")
+    h = Harness(db_url, conn, f"chaos-{request.node.name}", flavour)
     yield h
     open_gates(h.name)
     h.stop_all()
@@ -426,13 +443,13 @@ def after_checks(h: Harness, pool: WorkerPool, slots: Sequence[tuple[int, ...]],
     # (a) one probe per slot, in that slot's first class; they meet at a
     # barrier, so each one is held by a slot of its own at the same time.
     group = h.key("probe")
-    PROBES[group] = threading.Barrier(len(slots))
+    PROBES[group] = Meeting(len(slots))
     probes = [h.submit("probe", classes[0], group=group) for classes in slots]
     statuses = h.wait_terminal(probes, timeout=15, pool=pool)
     assert all(s == "succeeded" for s in statuses.values()), (
         f"(a) not every slot claimed a fresh run: {statuses}\n{h.state(probes, pool)}")
-    threads = {h.row(p)["result"]["thread"] for p in probes}
-    assert len(threads) == len(slots), f"(a) probes ran on {threads}, not {len(slots)} slots"
+    holders = {h.row(p)["result"]["holder"] for p in probes}
+    assert len(holders) == len(slots), f"(a) probes ran on {holders}, not {len(slots)} slots"
 
     # (b) every running run has a live lease and is the pool's.
     def unheartbeated() -> str | None:
@@ -456,6 +473,18 @@ def after_checks(h: Harness, pool: WorkerPool, slots: Sequence[tuple[int, ...]],
         "SELECT run_id, failure ->> 'code' FROM runq.runs WHERE status = 'failed'").fetchall())
     assert failed == expected_failed, (
         f"(c) failed runs {failed}, expected {expected_failed}\n{h.state(pool=pool)}")
+
+
+def left_behind_at_join(h: Harness, note: str) -> None:
+    """What a "waits" handler still in flight at stop() has noted once join()
+    returned: nothing for a sync one (its thread blocks on; nothing can stop
+    it), "cancelled" for an async one (the pool cancels its task after the
+    releases)."""
+    seen = [what for what, _ in NOTES.get(note, [])]
+    expected = ["cancelled"] if h.flavour == "async" else []
+    assert seen == expected, (
+        f"the {h.flavour} handler left in flight noted {NOTES.get(note)} by the end of join(),"
+        f" expected {expected}")
 
 
 def stop_and_join(h: Harness, pool: WorkerPool) -> tuple[BaseException | None, float]:
@@ -555,7 +584,8 @@ def test_handler_that_never_returns(chaos: Harness, server_url: str, connections
         row = h.row(stuck)
         assert (row["status"], row["attempts"], row["scheduled_for"]) == ("queued", 0, None), (
             f"the stuck run was not released\n{h.state([stuck])}")
-    # Let the handler end; a released run's late return writes nothing.
+    left_behind_at_join(h, stuck_note)
+    # Let a sync handler end; a released run's late return writes nothing.
     gate(stuck_gate).set()
     wait_until("the stuck handler to return", lambda: NOTES.get(stuck_note), timeout=5)
     if connections == "release":
@@ -570,7 +600,9 @@ def test_handler_that_never_returns(chaos: Harness, server_url: str, connections
 
 def test_purged_run_under_live_worker(chaos: Harness) -> None:
     h = chaos
-    pool = h.pool([Slot((50,), 2)])  # no sweeper: only the test moves A along
+    # No sweeper: only the test moves A along. A's gate opens three lease
+    # lengths after A is purged: an async A must not be cancelled before.
+    pool = h.pool([Slot((50,), 2)], stop_grace=30.0)
     a_gate, a_note, b_gate = h.key("a"), h.key("a-note"), h.key("b")
     a = h.submit("waits.then_checkpoints", 50, gate=a_gate, note=a_note)
     h.wait_running([a], pool)
@@ -686,10 +718,11 @@ def private_cluster() -> Iterator[tuple[str, Callable[[], None]]]:
 
 
 def test_database_restart_mid_run(private_cluster: tuple[str, Callable[[], None]],
-                                  request: pytest.FixtureRequest) -> None:
+                                  flavour: str, request: pytest.FixtureRequest) -> None:
     url, restart = private_cluster
     lease = 3.0
-    h = Harness(url, psycopg.connect(url, autocommit=True), f"chaos-{request.node.name}")
+    h = Harness(url, psycopg.connect(url, autocommit=True), f"chaos-{request.node.name}",
+                flavour)
     try:
         # No sweeper: the runs must get through on their first lease, however
         # long the restart keeps the heartbeats away.
@@ -795,8 +828,9 @@ def test_interrupt_in_handler_stops_the_pool(chaos: Harness, exception: str) -> 
         assert h.events(r)[-1] == ("run.requeued", 1), h.events(r)
     assert h.value("SELECT count(*) FROM runq.runs WHERE status = 'failed'") == 0, h.state()
 
-    # The other handler's late return writes nothing; then a new pool claims
-    # and completes both released runs.
+    # The other handler's late return (sync) writes nothing; then a new pool
+    # claims and completes both released runs.
+    left_behind_at_join(h, other_note)
     gate(other_gate).set()
     wait_until("the other handler to return", lambda: NOTES.get(other_note), timeout=5)
     assert h.row(other)["status"] == "queued", h.state([other])
