@@ -6,7 +6,10 @@ sqitch the way a user would, so the tests exercise the real install paths.
 import itertools
 import os
 import re
+import shutil
+import socket
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -122,3 +125,34 @@ _RUNQ_CALL = re.compile(r"(\bINTO\s+)?\brunq\.(\w+)\s*\(", re.IGNORECASE)
 def runq_calls(text: str) -> set[str]:
     """The names of the runq functions that SQL text calls."""
     return {m.group(2) for m in _RUNQ_CALL.finditer(text) if not m.group(1)}
+
+
+def as_owner(*command: str) -> list[str]:
+    """pg_ctl refuses root: run it as postgres, as scripts/pg does."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else list(command)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pgbouncer_bin() -> str:
+    found = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    assert Path(found).exists(), \
+        "pgbouncer is not installed (Debian package pgbouncer; .ci/run installs it)"
+    return found
+
+
+@dataclass
+class Bouncer:
+    """A PgBouncer in transaction pooling mode in front of a test database
+    (conftest.py's ``bouncer``)."""
+
+    url: str          # runq's test database through PgBouncer (pool of 2 server connections)
+    one_url: str      # the same database through a pool of ONE server connection
+    log: Path
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

@@ -20,120 +20,24 @@ What transaction pooling changes for a runq client:
   there ("got packet 'A' from server when not linked"). The pool's idle slots
   then wake on poll_interval alone.
 
-The pgbouncer process runs as the postgres OS user when the tests run as root
-(PgBouncer refuses root), from a config in a temporary directory.
+The PgBouncer is conftest.py's ``bouncer`` fixture, which test_pool_async.py
+shares.
 """
 from __future__ import annotations
 
-import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from pgutil import Bouncer
 from psycopg_pool import ConnectionPool
 from runq import Client
 from runq.errors import InvalidArgument, InvalidRunState, RunNotFound, SessionBusy
 from runq.pool import RunContext, Slot, WorkerPool
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def pgbouncer_bin() -> str:
-    found = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-    assert Path(found).exists(), "pgbouncer is not installed (Debian package pgbouncer; .ci/run installs it)"
-    return found
-
-
-@dataclass
-class Bouncer:
-    url: str          # runq's test database through PgBouncer (pool of 2 server connections)
-    one_url: str      # the same database through a pool of ONE server connection
-    log: Path
-
-    def log_tail(self, lines: int = 30) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-
-@pytest.fixture
-def bouncer(db_url: str) -> Iterator[Bouncer]:
-    target = psycopg.conninfo.conninfo_to_dict(db_url)
-    server = " ".join(f"{key}={target[key]}" for key in ("host", "port", "user", "password")
-                      if target.get(key))
-    user = str(target.get("user") or pwd.getpwuid(os.getuid()).pw_name)
-    port = free_port()
-    workdir = Path(tempfile.mkdtemp(prefix="runq-pgbouncer-"))
-    (workdir / "userlist.txt").write_text(f'"{user}" ""\n')
-    # Two server connections for everything, so that clients really share
-    # them; runq_one has a single one, which makes the prepared-statement
-    # collision below certain rather than likely.
-    (workdir / "pgbouncer.ini").write_text(f"""\
-[databases]
-runq = {server} dbname={target['dbname']} pool_size=2
-runq_one = {server} dbname={target['dbname']} pool_size=1
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {port}
-unix_socket_dir =
-auth_type = trust
-auth_file = {workdir}/userlist.txt
-pool_mode = transaction
-max_client_conn = 100
-default_pool_size = 2
-logfile = {workdir}/pgbouncer.log
-pidfile =
-ignore_startup_parameters = extra_float_digits
-""")
-    command = [pgbouncer_bin()]
-    if os.geteuid() == 0:  # PgBouncer will not run as root
-        postgres = pwd.getpwnam("postgres")
-        os.chown(workdir, postgres.pw_uid, postgres.pw_gid)
-        for f in workdir.iterdir():
-            os.chown(f, postgres.pw_uid, postgres.pw_gid)
-        command += ["-u", "postgres"]
-    workdir.chmod(0o755)
-    proc = subprocess.Popen([*command, str(workdir / "pgbouncer.ini")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"postgresql://{user}@127.0.0.1:{port}/runq"
-    bouncer = Bouncer(url, f"postgresql://{user}@127.0.0.1:{port}/runq_one",
-                      workdir / "pgbouncer.log")
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            assert proc.poll() is None, f"pgbouncer exited {proc.returncode}: {proc.stdout and proc.stdout.read()}"
-            try:
-                with psycopg.connect(url, connect_timeout=2, prepare_threshold=None) as c:
-                    assert c.execute("SELECT current_database()").fetchone() == (target["dbname"],)
-                break
-            except psycopg.OperationalError:
-                assert time.monotonic() < deadline, "pgbouncer did not accept connections in 10 s"
-                time.sleep(0.05)
-        yield bouncer
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_really_transaction_pooling(bouncer: Bouncer) -> None:

@@ -108,22 +108,24 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
-import shutil
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from chaos_handlers import ASYNC_HANDLERS, HANDLERS, NOTES, PROBES, Meeting, gate, open_gates
-from pgutil import PG_BIN, ROOT, create_database, psql, with_dbname
+from chaos_handlers import (
+    ASYNC_HANDLERS,
+    HANDLERS,
+    NOTES,
+    PROBES,
+    Meeting,
+    gate,
+    open_gates,
+)
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
@@ -680,41 +682,6 @@ def test_checkpoint_stalled_by_lock_keeps_other_leases(
 
 
 # -- 6. the database restarted mid-run ------------------------------------------------------
-
-
-def as_owner(*command: str) -> list[str]:
-    """pg_ctl refuses root: run it as postgres, as scripts/pg does."""
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else list(command)
-
-
-@pytest.fixture
-def private_cluster() -> Iterator[tuple[str, Callable[[], None]]]:
-    """(superuser URL of database runq_chaos with runq deployed, restart) on a
-    cluster of our own (scripts/pg in a temp dir), so restarting it disturbs
-    nobody; removed at the end."""
-    workdir = Path(tempfile.mkdtemp(prefix="runq-chaos-"))
-    workdir.chmod(0o755)  # the server runs as postgres
-    env = {**os.environ, "RUNQ_PG_DIR": str(workdir / "pg")}
-    try:
-        proc = subprocess.run([str(ROOT / "scripts" / "pg"), "start"], env=env,
-                              capture_output=True, text=True, check=False)
-        assert proc.returncode == 0, f"scripts/pg start failed:\n{proc.stdout}{proc.stderr}"
-        url = create_database(proc.stdout.strip().splitlines()[-1], "runq_chaos")
-        psql(url, "-f", str(ROOT / "sql" / "runq.sql"))
-
-        def restart() -> None:
-            data = workdir / "pg" / "data"
-            done = subprocess.run(
-                as_owner(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l",
-                         str(workdir / "pg" / "server.log"), "-m", "fast", "-w", "-t", "60",
-                         "restart"), capture_output=True, text=True, check=False)
-            assert done.returncode == 0, f"pg_ctl restart failed:\n{done.stdout}{done.stderr}"
-
-        yield with_dbname(url, "runq_chaos"), restart
-    finally:
-        subprocess.run([str(ROOT / "scripts" / "pg"), "stop"], env=env,
-                       capture_output=True, text=True, check=False)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_database_restart_mid_run(private_cluster: tuple[str, Callable[[], None]],

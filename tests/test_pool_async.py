@@ -1,0 +1,623 @@
+"""The worker pool with ``async def`` handlers: many runs on a few
+connections, one round trip for the heartbeats of all of them, completions
+batched, fencing and cancellation stopping a handler that awaits. Real
+server, real pools; the handlers are closures of each test (the pool runs
+them on its event loop, in its thread "runq-pool"), and the test steers them
+through threading.Events they poll with asyncio.sleep.
+
+  test_async_lifecycle
+      async handlers' runs succeed with the dict they return, their awaited
+      begin_turn, checkpoint, begin_tool and end_tool land as events under
+      epoch 1; one that raises fails its run with the exception's class as
+      code; a sync handler in the same pool works too, in a thread of its own.
+  test_many_runs_on_few_connections
+      500 async handlers in one pool (Slot((10,), 500), max_connections=4)
+      all run at once for two leases of 3 s; the pool's server connections
+      (application_name runq-pool%) are never more than 6 (sampled); every
+      lease stays live. With track_functions = 'pl' on the database,
+      pg_stat_user_functions shows what the pool called: a few
+      runq.heartbeat_many(...) (one per lease/3 for all 500), never
+      runq.heartbeat; and when all 500 return together, runq.complete_many(...)
+      and runq.complete together far fewer times than there are runs.
+  test_lone_completion_is_not_delayed
+      one run at a time whose handler returns at once: run.claimed to
+      run.succeeded (event timestamps) under 0.5 s, with heartbeats 10 s
+      apart and a poll interval of 5 s.
+  test_stopped_run_stops_its_async_handler[reclaimed|cancelled]
+      two running runs are reclaimed by another worker (epoch 2), or
+      cancelled with runq.cancel: the pool's next heartbeat_many finds them
+      no longer its own (one run.fenced each, or run.cancelled); a handler
+      that polls sees ctx.stop_requested, and its next write raises
+      RunStopped and writes nothing; a handler that ignores it (awaits a
+      long sleep) has its task cancelled stop_grace after the heartbeat,
+      not before. Nothing more under epoch 1; the freed slots claim again.
+  test_sigterm_async
+      ``python -m runq.pool MODULE`` with async handlers gets SIGTERM with a
+      short and a long run in flight (a file gate keeps the short one in
+      flight until the signal is sent): the short one checkpoints and
+      completes within grace, the long one is released (queued, attempts 0,
+      tool call retryable, claimable at once as resumed) and the process
+      exits 0.
+  test_database_restart_mid_run_async
+      a private cluster is restarted (pg_ctl restart -m fast) while 20 async
+      runs pause between two checkpoints: heartbeats come back (later than
+      the server's new start time), and every run then succeeds exactly
+      once under its first epoch, both checkpoints under epoch 1, nothing
+      fenced or requeued.
+  test_async_pool_through_pgbouncer
+      an async pool through PgBouncer in transaction mode (LISTEN hears
+      nothing there: the slots poll) completes runs submitted after it has
+      idled, and a run reclaimed under a live handler stops it: RunStopped at
+      its next write, nothing more under epoch 1. Nothing logged an error.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pgutil import Bouncer
+from psycopg import sql
+from runq import Client
+from runq.pool import AsyncRunContext, RunContext, RunStopped, Slot, WorkerPool
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def wait_for(what: str, predicate: Callable[[], Any], timeout: float,
+             state: Callable[[], Any] = lambda: "", every: float = 0.02) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what}\n{state()}")
+        time.sleep(every)
+
+
+async def until(event: threading.Event, timeout: float = 30.0) -> None:
+    """Await a threading.Event the test sets, without blocking the loop."""
+    deadline = time.monotonic() + timeout
+    while not event.is_set():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test never let the handler go on")
+        await asyncio.sleep(0.02)
+
+
+def value(conn: psycopg.Connection[Any], query: str, params: Any = None) -> Any:
+    """The first column of the query's one row."""
+    row = conn.execute(query, params).fetchone()
+    assert row is not None, query
+    return row[0]
+
+
+def events(conn: psycopg.Connection[Any], run_id: int) -> list[tuple[str, int]]:
+    return [(t, e) for t, e in conn.execute(
+        "SELECT type, epoch FROM runq.run_events(%s)", [run_id]).fetchall()]
+
+
+def event_time(conn: psycopg.Connection[Any], run_id: int, kind: str) -> float:
+    """When the run's (only) event of this type was logged, as time.time() has it."""
+    [(at,)] = conn.execute("SELECT extract(epoch FROM created_at)::float8 FROM runq.run_events"
+                           " WHERE run_id = %s AND type = %s", [run_id, kind]).fetchall()
+    return float(at)
+
+
+def statuses(conn: psycopg.Connection[Any], run_ids: list[int]) -> dict[int, str]:
+    return dict(conn.execute("SELECT run_id, status FROM runq.runs WHERE run_id = ANY(%s)",
+                             [run_ids]).fetchall())
+
+
+def all_terminal(conn: psycopg.Connection[Any], run_ids: list[int]) -> dict[int, str] | None:
+    found = statuses(conn, run_ids)
+    return found if all(found.get(r) in TERMINAL for r in run_ids) else None
+
+
+def submit(conn: psycopg.Connection[Any], kind: str, n: int = 1, priority: int = 10) -> list[int]:
+    return [r for r, in conn.execute(
+        "SELECT s.run_id FROM generate_series(1, %s) AS g,"
+        " LATERAL runq.submit('async', %s, jsonb_build_object('n', g), priority => %s) AS s"
+        " ORDER BY g", [n, kind, priority]).fetchall()]
+
+
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.fixture
+def pools() -> Iterator[list[WorkerPool]]:
+    """Pools a test started, stopped and joined at its end whatever happened."""
+    started: list[WorkerPool] = []
+    yield started
+    for pool in started:
+        pool.stop()
+    for pool in started:
+        pool.join()
+
+
+def started(pools: list[WorkerPool], pool: WorkerPool) -> WorkerPool:
+    pools.append(pool)
+    pool.start()
+    return pool
+
+
+# -- 1. the lifecycle ---------------------------------------------------------------------
+
+
+def test_async_lifecycle(db_url: str, conn: psycopg.Connection[Any], pools: list[WorkerPool],
+                         caplog: pytest.LogCaptureFixture) -> None:
+    async def agent(ctx: AsyncRunContext) -> dict[str, Any]:
+        n = ctx.run.payload["n"]
+        await ctx.begin_turn()
+        await ctx.checkpoint({"step": 1, "n": n})
+        await ctx.begin_tool("c1", "search", "read_only", {"q": n})
+        await asyncio.sleep(0.01)
+        await ctx.end_tool("c1", {"hits": n})
+        return {"n": n, "epoch": ctx.epoch, "thread": threading.current_thread().name}
+
+    async def explodes(ctx: AsyncRunContext) -> None:
+        await ctx.begin_turn()
+        raise LookupError("nothing by that name")
+
+    def blocking(ctx: RunContext) -> dict[str, Any]:
+        ctx.checkpoint({"sync": True})
+        time.sleep(0.05)
+        return {"thread": threading.current_thread().name}
+
+    pool = started(pools, WorkerPool(
+        db_url, {"agent": agent, "explodes": explodes, "blocking": blocking}, [Slot((10,), 4)],
+        poll_interval=0.1, sweep_interval=None))
+    agents = submit(conn, "agent", 3)
+    [boom] = submit(conn, "explodes")
+    [sync] = submit(conn, "blocking")
+    done = wait_for("every run to end", lambda: all_terminal(conn, [*agents, boom, sync]), 10)
+    assert done == {**{r: "succeeded" for r in agents}, boom: "failed", sync: "succeeded"}
+
+    for n, run in enumerate(agents, 1):
+        result = conn.execute("SELECT result FROM runq.runs WHERE run_id = %s", [run]).fetchone()
+        assert result == ({"n": n, "epoch": 1, "thread": "runq-pool"},), result  # on the loop
+        assert events(conn, run) == [
+            ("run.created", 0), ("run.claimed", 1), ("run.turn_started", 1),
+            ("run.checkpointed", 1), ("run.tool_started", 1), ("run.tool_finished", 1),
+            ("run.succeeded", 1)], events(conn, run)
+        assert conn.execute("SELECT call_id, status, epoch, outcome FROM runq.tool_calls(%s)",
+                            [run]).fetchall() == [("c1", "finished", 1, {"hits": n})]
+        assert conn.execute("SELECT epoch, state FROM runq.checkpoints WHERE run_id = %s",
+                            [run]).fetchall() == [(1, {"step": 1, "n": n})]
+
+    failure = conn.execute("SELECT failure FROM runq.runs WHERE run_id = %s", [boom]).fetchone()
+    assert failure is not None and failure[0]["code"] == "LookupError", failure
+    assert "nothing by that name" in failure[0]["message"], failure
+    assert [t for t, _ in events(conn, boom)][-2:] == ["run.turn_started", "run.failed"]
+
+    result = conn.execute("SELECT result FROM runq.runs WHERE run_id = %s", [sync]).fetchone()
+    assert result == ({"thread": f"runq-run-{sync}"},), result  # a thread of its own
+    assert ("run.checkpointed", 1) in events(conn, sync)
+    assert not pool.inflight()
+    assert errors_logged(caplog) == []
+
+
+# -- 2. many runs on few connections ---------------------------------------------------------
+
+
+def function_calls(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    return dict(conn.execute("SELECT funcname, calls FROM pg_stat_user_functions"
+                             " WHERE schemaname = 'runq'").fetchall())
+
+
+def test_many_runs_on_few_connections(db_url: str, conn: psycopg.Connection[Any],
+                                      connect: Callable[[], psycopg.Connection[Any]],
+                                      pools: list[WorkerPool],
+                                      caplog: pytest.LogCaptureFixture) -> None:
+    runs_wanted, lease, max_connections = 500, 3.0, 4
+    # Every session from now on counts its PL/pgSQL calls (the pool's are all
+    # new; this connection's submits are not counted).
+    conn.execute(sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(
+        sql.Identifier(conn.info.dbname)))
+    running = 0
+    peak = 0
+    release = threading.Event()
+
+    async def sleepy(ctx: AsyncRunContext) -> dict[str, int]:
+        nonlocal running, peak
+        running += 1  # on the pool's one loop: no lock needed
+        peak = max(peak, running)
+        try:
+            await until(release, timeout=60)
+        finally:
+            running -= 1
+        return {"n": ctx.run.payload["n"]}
+
+    runs = submit(conn, "sleepy", runs_wanted)
+    seen_connections: list[int] = []
+    sampling = threading.Event()
+    sampler_conn = connect()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            row = sampler_conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND application_name LIKE 'runq-pool%'").fetchone()
+            seen_connections.append(int(row[0]) if row else -1)
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, name="test-sampler", daemon=True)
+    sampler.start()
+    began = time.monotonic()
+    try:
+        pool = started(pools, WorkerPool(db_url, {"sleepy": sleepy}, [Slot((10,), runs_wanted)],
+                                         lease=timedelta(seconds=lease), poll_interval=0.2,
+                                         sweep_interval=None, max_connections=max_connections))
+        wait_for("all 500 handlers to run at once", lambda: peak == runs_wanted, 15,
+                 lambda: f"peak {peak}, running {running}")
+        all_in = time.monotonic()
+        assert len(pool.inflight()) == runs_wanted
+        assert statuses(conn, runs) == {r: "running" for r in runs}
+        # Two leases: without a heartbeat for each run every lease would lapse.
+        time.sleep(2 * lease)
+        lapsed = conn.execute(
+            "SELECT count(*) FILTER (WHERE lease_expires_at <= now()),"
+            "       count(*) FILTER (WHERE heartbeat_at < now() - %s)"
+            "  FROM runq.runs WHERE run_id = ANY(%s)",
+            [timedelta(seconds=lease / 2), runs]).fetchone()
+        assert lapsed == (0, 0), f"(lapsed leases, stale heartbeats) = {lapsed}"
+        assert peak == running == runs_wanted
+        release.set()
+        done = wait_for("all 500 runs to end", lambda: all_terminal(conn, runs), 15)
+        finished = time.monotonic()
+        assert set(done.values()) == {"succeeded"}, done
+    finally:
+        release.set()
+        sampling.set()
+        sampler.join()
+    results = dict(conn.execute("SELECT run_id, (result->>'n')::int FROM runq.runs"
+                                " WHERE run_id = ANY(%s)", [runs]).fetchall())
+    assert results == {r: n for n, r in enumerate(runs, 1)}
+    assert seen_connections and max(seen_connections) <= max_connections + 2, (
+        f"the pool held {max(seen_connections)} server connections")
+
+    # The counts of the pool's sessions reach the statistics when they end.
+    pool.stop()
+    pool.join()
+    wait_for("the pool's sessions to end", lambda: value(
+        sampler_conn, "SELECT count(*) = 0 FROM pg_stat_activity"
+        " WHERE datname = current_database() AND application_name LIKE 'runq-pool%'"), 5)
+    calls: dict[str, int] = {}
+
+    def settled() -> bool:
+        nonlocal calls
+        before, calls = calls, function_calls(conn)
+        return bool(calls) and calls == before
+
+    wait_for("the pool's function statistics", settled, 5, lambda: calls, every=0.3)
+    beats = calls.get("heartbeat_many", 0)
+    completions = calls.get("complete_many", 0) + calls.get("complete", 0)
+    interval = lease / 3
+    print(f"\n{runs_wanted} async runs: peak {peak} at once {all_in - began:.1f}s after start,"
+          f" at most {max(seen_connections)} server connections; heartbeat_many x{beats},"
+          f" heartbeat x{calls.get('heartbeat', 0)} in {finished - began:.1f}s;"
+          f" complete_many x{calls.get('complete_many', 0)},"
+          f" complete x{calls.get('complete', 0)}; claim x{calls.get('claim', 0)}")
+    assert calls.get("heartbeat", 0) == 0, calls
+    # One per interval for all runs (and the runs in flight only then).
+    assert 2 * lease / interval - 1 <= beats <= (finished - began) / interval + 2, calls
+    assert calls.get("complete_many", 0) >= 1, calls
+    assert completions <= runs_wanted / 10, calls
+    assert errors_logged(caplog) == []
+
+
+# -- 3. a lone completion ----------------------------------------------------------------------
+
+
+def test_lone_completion_is_not_delayed(db_url: str, conn: psycopg.Connection[Any],
+                                        pools: list[WorkerPool]) -> None:
+    async def at_once(ctx: AsyncRunContext) -> dict[str, bool]:
+        return {"ok": True}
+
+    # Heartbeats 10 s apart, polls 5 s apart: neither may pace a completion.
+    started(pools, WorkerPool(db_url, {"at_once": at_once}, [Slot((10,), 4)],
+                              lease=timedelta(seconds=30), poll_interval=5.0,
+                              sweep_interval=None))
+    # A submit wakes the idle slot through LISTEN, so that the test is quick.
+    wait_for("the pool to listen", lambda: value(
+        conn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND application_name = 'runq-pool-listen' AND query = 'LISTEN runq'"), 5)
+    took = []
+    for _ in range(3):
+        [run] = submit(conn, "at_once")
+        wait_for("the run to end", lambda: all_terminal(conn, [run]), 10)  # noqa: B023
+        assert statuses(conn, [run]) == {run: "succeeded"}
+        took.append(event_time(conn, run, "run.succeeded") - event_time(conn, run, "run.claimed"))
+    print(f"\nclaimed to succeeded: {', '.join(f'{t * 1000:.1f} ms' for t in took)}")
+    assert max(took) < 0.5, took
+
+
+# -- 4, 5. a run stopped under a live handler ----------------------------------------------
+
+
+def take_over(conn: psycopg.Connection[Any], runs: list[int]) -> None:
+    """Another worker takes the runs: expired, swept, claimed at epoch 2, in
+    one transaction, so the pool's heartbeat meets either its own run or
+    the other worker's."""
+    with conn.transaction():
+        conn.execute("UPDATE runq.runs SET lease_expires_at = now() - interval '1 s'"
+                     " WHERE run_id = ANY(%s)", [runs])
+        swept = conn.execute("SELECT run_id, action FROM runq.sweep() ORDER BY run_id").fetchall()
+        assert swept == [(r, "requeued") for r in sorted(runs)], swept
+        conn.execute("UPDATE runq.runs SET scheduled_for = NULL WHERE run_id = ANY(%s)", [runs])
+        claimed = conn.execute("SELECT run_id, epoch FROM runq.claim(ARRAY[10], 'other',"
+                               " max_runs => %s) ORDER BY run_id", [len(runs)]).fetchall()
+        assert claimed == [(r, 2) for r in sorted(runs)], claimed
+
+
+@pytest.mark.parametrize("how", ["reclaimed", "cancelled"])
+def test_stopped_run_stops_its_async_handler(db_url: str, conn: psycopg.Connection[Any],
+                                             pools: list[WorkerPool], how: str) -> None:
+    lease, stop_grace = 1.5, 1.0  # heartbeats every 0.5 s
+    go_on = threading.Event()
+    writer_saw: list[Any] = []
+    sleeper_saw: list[Any] = []
+
+    async def writer(ctx: AsyncRunContext) -> None:
+        await ctx.begin_turn()
+        await ctx.checkpoint({"step": 1})
+        await until(go_on)
+        deadline = time.monotonic() + 3 * lease
+        while not ctx.stop_requested and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        writer_saw.append(("stop_requested", ctx.stop_requested))
+        try:
+            await ctx.checkpoint({"step": 2})
+        except RunStopped:
+            writer_saw.append("RunStopped")
+            raise
+        writer_saw.append("written")
+
+    async def sleeper(ctx: AsyncRunContext) -> None:
+        await ctx.begin_turn()
+        try:
+            await asyncio.sleep(60)  # writes nothing, so never hears of the stop
+        except asyncio.CancelledError:
+            sleeper_saw.append(("CancelledError", time.time(), ctx.stop_requested))
+            raise
+        sleeper_saw.append("slept")
+
+    async def quick(ctx: AsyncRunContext) -> dict[str, str]:
+        return {"by": "the freed slot"}
+
+    pool = started(pools, WorkerPool(
+        db_url, {"writer": writer, "sleeper": sleeper, "quick": quick}, [Slot((10,), 2)],
+        lease=timedelta(seconds=lease), poll_interval=0.1, sweep_interval=None,
+        stop_grace=stop_grace))
+    [w] = submit(conn, "writer")
+    [s] = submit(conn, "sleeper")
+    wait_for("both handlers to begin their turns", lambda: ("run.checkpointed", 1) in events(
+        conn, w) and ("run.turn_started", 1) in events(conn, s), 5,
+        lambda: (events(conn, w), events(conn, s)))
+
+    if how == "reclaimed":
+        take_over(conn, [w, s])
+        stopped_by = "run.fenced"
+    else:
+        assert conn.execute("SELECT runq.cancel(%s), runq.cancel(%s)", [w, s]).fetchone() == (
+            "cancel_requested", "cancel_requested")
+        stopped_by = "run.cancelled"
+    go_on.set()
+    wait_for("the writer to meet RunStopped and the sleeper to be cancelled",
+             lambda: len(writer_saw) == 2 and sleeper_saw, 3 * lease + stop_grace + 2,
+             lambda: (writer_saw, sleeper_saw, events(conn, w), events(conn, s)))
+    assert writer_saw == [("stop_requested", True), "RunStopped"], writer_saw
+    [(what, cancelled_at, stop_requested)] = sleeper_saw
+    assert (what, stop_requested) == ("CancelledError", True), sleeper_saw
+    # The pool's heartbeat wrote the stop; the sleeper's task went stop_grace later.
+    after = cancelled_at - event_time(conn, s, stopped_by)
+    print(f"\n{how}: the sleeper was cancelled {after:.2f}s after its {stopped_by}"
+          f" (stop_grace {stop_grace}s)")
+    assert stop_grace - 0.05 <= after <= stop_grace + 0.5, after
+    wait_for("the pool to let both runs go", lambda: not pool.inflight(), 2)
+
+    for run in (w, s):
+        log = events(conn, run)
+        if how == "reclaimed":
+            # at epoch 1 after the other worker's claim: the pool's one run.fenced only
+            later = log[log.index(("run.claimed", 2)) + 1:]
+            assert later == [("run.fenced", 1)], log
+            assert conn.execute("SELECT runq.complete(%s, 2, '{\"by\": \"other\"}')",
+                                [run]).fetchone() == (True,)
+        else:
+            assert log[-1] == ("run.cancelled", 1), log
+            assert statuses(conn, [run]) == {run: "cancelled"}
+    assert conn.execute("SELECT count(*) FROM runq.checkpoints WHERE run_id = %s",
+                        [w]).fetchone() == (1,), "the stopped writer's checkpoint landed"
+    assert [t for t, _ in events(conn, w)].count("run.checkpointed") == 1, events(conn, w)
+
+    # Both slots are free again.
+    quicks = submit(conn, "quick", 2)
+    assert wait_for("the freed slots to claim", lambda: all_terminal(conn, quicks), 5) == {
+        q: "succeeded" for q in quicks}
+
+
+# -- 6. SIGTERM ----------------------------------------------------------------------------
+
+
+HANDLERS = textwrap.dedent("""
+    import asyncio, pathlib
+    async def short(ctx):
+        # in flight until the test has sent SIGTERM, however slowly the pool started
+        gate = pathlib.Path("sigterm-sent")
+        while not gate.exists():
+            await asyncio.sleep(0.02)
+        await ctx.checkpoint({"after": "sigterm"})
+        return {"done": "short"}
+    async def long(ctx):
+        await ctx.begin_tool("c1", "search", "read_only")
+        await asyncio.sleep(60)
+    HANDLERS = {"short": short, "long": long}
+""")
+
+
+def test_sigterm_async(db_url: str, conn: psycopg.Connection[Any], tmp_path: Path) -> None:
+    (tmp_path / "handlers_async_sigterm.py").write_text(HANDLERS)
+    [short] = submit(conn, "short")
+    [long] = submit(conn, "long")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "runq.pool", "handlers_async_sigterm", "--database-url", db_url,
+         "--slot", "10:2", "--grace", "2", "--lease", "30", "--sweep-every", "0"],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for("both runs to run, the long one in its tool call", lambda: statuses(
+            conn, [short, long]) == {short: "running", long: "running"} and value(
+            conn, "SELECT count(*) FROM runq.tool_calls(%s)", [long]), 30)
+        worker.send_signal(signal.SIGTERM)
+        (tmp_path / "sigterm-sent").touch()
+        out, _ = worker.communicate(timeout=20)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, out
+    assert statuses(conn, [short]) == {short: "succeeded"}, out
+    assert conn.execute("SELECT result FROM runq.runs WHERE run_id = %s",
+                        [short]).fetchone() == ({"done": "short"},)
+    assert ("run.checkpointed", 1) in events(conn, short), "no write during the grace period"
+    # released: queued again at once, the attempt given back, the tool call retryable
+    assert conn.execute("SELECT status, attempts, scheduled_for FROM runq.get_run(%s)",
+                        [long]).fetchone() == ("queued", 0, None), out
+    assert [t for t, in conn.execute("SELECT status FROM runq.tool_calls(%s)",
+                                     [long]).fetchall()] == ["retryable"]
+    with Client.connect(db_url) as client:
+        claimed = client.claim([10], worker_id="next-pool")
+    assert [(c.run_id, c.epoch, c.resumed) for c in claimed] == [(long, 2, True)]
+
+
+# -- 7. a database restart ----------------------------------------------------------------
+
+
+def test_database_restart_mid_run_async(private_cluster: tuple[str, Callable[[], None]],
+                                        pools: list[WorkerPool],
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    url, restart = private_cluster
+    lease, count = 3.0, 20
+    go_on = threading.Event()
+
+    async def pauses(ctx: AsyncRunContext) -> dict[str, int]:
+        await ctx.checkpoint({"step": 1})
+        await until(go_on)
+        await ctx.checkpoint({"step": 2})
+        return {"epoch": ctx.epoch}
+
+    conn = psycopg.connect(url, autocommit=True)
+    try:
+        # No sweeper: every run must get through on its first lease.
+        pool = started(pools, WorkerPool(url, {"pauses": pauses}, [Slot((10,), count)],
+                                         lease=timedelta(seconds=lease), poll_interval=0.1,
+                                         sweep_interval=None))
+        runs = submit(conn, "pauses", count)
+        wait_for("every run to checkpoint and pause", lambda: value(
+            conn, "SELECT count(DISTINCT run_id) = %s FROM runq.checkpoints"
+            " WHERE run_id = ANY(%s)", [count, runs]) and set(runs) <= set(pool.inflight()), 10)
+
+        restart()
+        conn.close()
+        conn = psycopg.connect(url, autocommit=True)
+        wait_for("heartbeats of every paused run after the restart", lambda: value(
+            conn, "SELECT bool_and(status = 'running' AND lease_expires_at > now()"
+            " AND heartbeat_at > pg_postmaster_start_time())"
+            " FROM runq.runs WHERE run_id = ANY(%s)", [runs]),
+            2 * lease)
+        assert any("lost the database" in r.getMessage() for r in caplog.records), (
+            "the pool never noticed the restart")
+
+        go_on.set()  # each handler checkpoints again, then returns
+        done = wait_for("every run to end", lambda: all_terminal(conn, runs), 10,
+                        lambda: statuses(conn, runs))
+        assert set(done.values()) == {"succeeded"}, done
+        for run in runs:
+            log = events(conn, run)
+            assert [t for t, _ in log].count("run.succeeded") == 1, (run, log)
+            assert {e for _, e in log} == {0, 1} and log[-1] == ("run.succeeded", 1), (run, log)
+            assert not {"run.fenced", "run.requeued"} & {t for t, _ in log}, (run, log)
+            assert conn.execute("SELECT result FROM runq.runs WHERE run_id = %s",
+                                [run]).fetchone() == ({"epoch": 1},)
+            assert conn.execute("SELECT epoch, state FROM runq.checkpoints WHERE run_id = %s"
+                                " ORDER BY seq", [run]).fetchall() == [
+                (1, {"step": 1}), (1, {"step": 2})], run
+        assert not pool.inflight()
+        assert errors_logged(caplog) == []
+    finally:
+        go_on.set()
+        conn.close()
+
+
+# -- 8. PgBouncer ------------------------------------------------------------------------
+
+
+def test_async_pool_through_pgbouncer(bouncer: Bouncer, conn: psycopg.Connection[Any],
+                                      pools: list[WorkerPool],
+                                      caplog: pytest.LogCaptureFixture) -> None:
+    poll, lease = 0.2, 1.5
+    go_on = threading.Event()
+    held_saw: list[Any] = []
+
+    async def echo(ctx: AsyncRunContext) -> dict[str, int]:
+        n = ctx.run.payload["n"]
+        await ctx.begin_turn()
+        await ctx.checkpoint({"n": n})
+        await ctx.begin_tool("c1", "echo", "idempotent", {"n": n})
+        await ctx.end_tool("c1", {"echo": n})
+        return {"n": n}
+
+    async def held(ctx: AsyncRunContext) -> None:
+        await ctx.begin_turn()
+        await until(go_on)
+        deadline = time.monotonic() + 3 * lease
+        while not ctx.stop_requested and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        held_saw.append(ctx.stop_requested)
+        try:
+            await ctx.checkpoint({"late": True})
+        except RunStopped:
+            held_saw.append("RunStopped")
+            raise
+        held_saw.append("written")
+
+    pool = started(pools, WorkerPool(bouncer.url, {"echo": echo, "held": held},
+                                     [Slot((10,), 4)], lease=timedelta(seconds=lease),
+                                     poll_interval=poll, sweep_interval=None, max_connections=2))
+    [h] = submit(conn, "held")
+    wait_for("the held run's turn", lambda: ("run.turn_started", 1) in events(conn, h), 10)
+    time.sleep(10 * poll)  # the slots poll past psycopg's prepare threshold
+    runs = submit(conn, "echo", 12)
+    done = wait_for("the echo runs to end", lambda: all_terminal(conn, runs), 20,
+                    lambda: f"{statuses(conn, runs)}\n{bouncer.log_tail()}")
+    assert set(done.values()) == {"succeeded"}, bouncer.log_tail()
+    assert dict(conn.execute("SELECT run_id, (result->>'n')::int FROM runq.runs"
+                             " WHERE run_id = ANY(%s)", [runs]).fetchall()) == {
+        r: n for n, r in enumerate(runs, 1)}
+    assert [t for t, _ in events(conn, runs[0])] == [
+        "run.created", "run.claimed", "run.turn_started", "run.checkpointed",
+        "run.tool_started", "run.tool_finished", "run.succeeded"]
+
+    take_over(conn, [h])
+    go_on.set()
+    wait_for("the held handler to write once more", lambda: len(held_saw) == 2, 3 * lease + 2,
+             lambda: (held_saw, events(conn, h), bouncer.log_tail()))
+    assert held_saw == [True, "RunStopped"], held_saw
+    wait_for("the pool to let the run go", lambda: h not in pool.inflight(), 2)
+    log = events(conn, h)
+    assert log[log.index(("run.claimed", 2)) + 1:] == [("run.fenced", 1)], log
+    assert conn.execute("SELECT count(*) FROM runq.checkpoints WHERE run_id = %s",
+                        [h]).fetchone() == (0,)
+    assert errors_logged(caplog) == [], bouncer.log_tail()
