@@ -9,9 +9,10 @@ reported as a ratio to the ceiling (a single-row UPDATE by primary key) and
 to the minimal queue (two columns, FOR UPDATE SKIP LOCKED, nothing else);
 cycles are also set beside the floor (the minimal queue behind SECURITY
 DEFINER functions with a fencing epoch and one event per transition: what
-the contract and its security rules cost before any design of runq's own),
-medians of interleaved repetitions. Uses RUNQ_DATABASE_URL, or starts the
-throwaway cluster with scripts/pg.
+the contract and its security rules cost before any design of runq's own);
+batched worker calls are set beside one call per run instead. Medians of
+interleaved repetitions. Uses RUNQ_DATABASE_URL, or starts the throwaway
+cluster with scripts/pg.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PGBIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DB = "runq_bench"
-PARTS = ("cycle", "latency", "kinds", "heartbeat", "soak", "xmin", "submit")
+PARTS = ("cycle", "latency", "kinds", "heartbeat", "soak", "xmin", "submit", "batch")
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,17 @@ class Sizes:
     heartbeats: int
     soak_cycles: int
     hold_seconds: int     # how long the held snapshot lasts
+    completes: int        # runs completed per measurement of completes
     clients: tuple[int, ...] = (1, 4, 16)
+    batch_clients: tuple[int, ...] = (1, 4)
 
 
 QUICK = Sizes(seconds=5, reps=3, latency_claims=5000, backlog=200_000, scheduled=20_000,
-              heartbeats=100_000, soak_cycles=100_000, hold_seconds=20)
+              heartbeats=100_000, soak_cycles=100_000, hold_seconds=20,
+              completes=50_000)
 FULL = Sizes(seconds=15, reps=3, latency_claims=20000, backlog=1_000_000, scheduled=100_000,
-             heartbeats=100_000, soak_cycles=1_000_000, hold_seconds=60)
+             heartbeats=100_000, soak_cycles=1_000_000, hold_seconds=60,
+             completes=200_000)
 
 
 def server_url() -> str:
@@ -114,8 +119,10 @@ class Bench:
 
     def pgbench(self, script: str, clients: int, *, seconds: int | None = None,
                 transactions: int | None = None, log_dir: str | None = None,
-                defines: dict[str, str] | None = None) -> tuple[float, list[float]]:
-        """Runs one pgbench; returns (tps, per-transaction latencies in ms if logged)."""
+                defines: dict[str, str] | None = None,
+                settings: dict[str, str] | None = None) -> tuple[float, list[float]]:
+        """Runs one pgbench, its sessions with settings; returns (tps,
+        per-transaction latencies in ms if logged)."""
         args = [str(PGBIN / "pgbench"), "-n", "-M", "prepared", "-c", str(clients),
                 "-j", str(min(clients, 4)), "-f", str(HERE / script)]
         args += ["-T", str(seconds)] if seconds else ["-t", str(transactions)]
@@ -123,7 +130,10 @@ class Bench:
             args += ["-D", f"{k}={v}"]
         if log_dir:
             args += ["-l", "--log-prefix", os.path.join(log_dir, "tx")]
-        out = subprocess.run([*args, self.url], capture_output=True, text=True, check=False)
+        env = {**os.environ, "PGOPTIONS": " ".join(f"-c {k}={v}" for k, v in settings.items())
+               } if settings else None
+        out = subprocess.run([*args, self.url], capture_output=True, text=True, check=False,
+                             env=env)
         if out.returncode != 0 or "aborted" in out.stdout:
             sys.exit(f"pgbench {script} failed:\n{out.stdout}\n{out.stderr}")
         tps = float(re.search(r"tps = ([\d.]+)", out.stdout).group(1))  # type: ignore[union-attr]
@@ -253,6 +263,52 @@ class Bench:
         batch, _ = self.pgbench("submit_batch.pgbench", 4, seconds=s.seconds)
         return one, batch * 100
 
+    def batched(self, call: str, batch: int, clients: int, sync: str) -> float:
+        """Runs per second of runq.<call> for `batch` runs per transaction:
+        one call of runq.<call>_many, or (batch 1) one call of runq.<call>.
+
+        Both ways do the same thing to each run and nothing more, so the
+        ratio is the batching alone. Every run was claimed once (epoch 1), in
+        run_id order. A heartbeat picks from the client's own share of the
+        runs, as a worker beats only its own runs (so no client waits on
+        another's row lock): one random run, or a random block of `batch`
+        consecutive ones (its in-flight set). A complete must find its run
+        still running, since one that finds it done returns false and costs
+        less, and re-arming it in the same transaction would be work of its
+        own: so completes are timed over a fixed pool of claimed runs, the
+        same for both ways, used up exactly. The scripts count their calls
+        in a pgbench variable and deal the runs (or blocks of `batch`) round
+        the clients, so no two calls name the same run. After each
+        measurement every call is checked to have done its job (the runs
+        still running, or all succeeded, and no other events). The batched
+        scripts build their arrays in SQL (generate_series), a few
+        microseconds a call that a client's array parameter would not cost:
+        against the batch, if anything."""
+        s = self.sizes
+        self.reset()
+        runs = 10_000 if call == "heartbeat" else s.completes
+        self.load_runq(runs, 10)
+        self.psql(f"SELECT count(*) FROM runq.claim(ARRAY[10], 'bench', interval '1 hour', {runs})")
+        self.psql("VACUUM ANALYZE runq.runs, runq.run_events")
+        self.psql("CHECKPOINT")  # the setup's dirty pages written now, not while measured
+        script = f"{call}_{'many' if batch > 1 else 'one'}.pgbench"
+        defines = {"runs": str(runs), "clients": str(clients), "batch": str(batch),
+                   "calls": "0"}
+        settings = {"synchronous_commit": sync}
+        if call == "heartbeat":
+            tps, _ = self.pgbench(script, clients, seconds=s.seconds, defines=defines,
+                                  settings=settings)
+        else:
+            tps, _ = self.pgbench(script, clients, transactions=runs // (clients * batch),
+                                  defines=defines, settings=settings)
+        done = "running" if call == "heartbeat" else "succeeded"
+        got = self.psql(f"SELECT count(*) FILTER (WHERE status = '{done}') FROM runq.runs")
+        others = self.psql("SELECT count(*) FROM runq.run_events"
+                           " WHERE type NOT IN ('run.claimed', 'run.succeeded')")
+        if (int(got), int(others)) != (runs, 0):
+            sys.exit(f"{script}: {got} of {runs} runs {done}, {others} other events")
+        return tps * batch
+
 
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
@@ -274,7 +330,8 @@ def main() -> None:
     lines = [f"# runq benchmarks ({'full' if opts.full else 'quick'})", "",
              f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
              + bench.psql("SELECT version()").split(",")[0]
-             + f", `bench/run.py{' --full' if opts.full else ''}`", ""]
+             + f", `bench/run.py{' --full' if opts.full else ''}"
+             + (f" --only {opts.only}" if opts.only else "") + "`", ""]
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -360,6 +417,42 @@ def main() -> None:
         say("## Submit (4 clients)")
         say("")
         say(f"{one:,.0f} runs/s one per transaction; {batch:,.0f} runs/s in transactions of 100")
+        say("")
+
+    if "batch" in only:
+        ways = [(call, batch, clients, sync, b)
+                for call, batch in (("heartbeat", 100), ("complete", 10))
+                for clients in sizes.batch_clients for sync in ("on", "off")
+                for b in (1, batch)]
+        batch_rates: dict[tuple[str, int, int, str, int], list[float]] = {}
+        for _ in range(sizes.reps):
+            for call, batch, clients, sync, b in ways:
+                batch_rates.setdefault((call, batch, clients, sync, b), []).append(
+                    bench.batched(call, b, clients, sync))
+        fsync = bench.psql("SHOW fsync")
+        say(f"## Batched worker calls (runs/s, median of {sizes.reps}; heartbeats"
+            f" {sizes.seconds} s each, completes {sizes.completes:,} runs each;"
+            f" server fsync={fsync})")
+        say("")
+        if fsync == "off":
+            say("fsync is off on this server: a commit's WAL flush waits for no disk, so"
+                " synchronous_commit on costs a single call far less here than on a durable"
+                " server (RUNQ_DATABASE_URL).")
+            say("")
+        say("| call | clients | synchronous_commit | one per transaction | batched"
+            " | batched / one |")
+        say("|---|---:|---|---:|---:|---:|")
+        for call, batch, clients, sync, b in ways:
+            if b == 1:
+                continue
+            one, many = (statistics.median(batch_rates[(call, batch, clients, sync, n)])
+                         for n in (1, batch))
+            say(f"| {call}, {batch} a call | {clients} | {sync}"
+                f" | {one:,.0f} ({clients * 1e6 / one:.0f} µs a run)"
+                f" | {many:,.0f} ({clients * 1e6 / many:.0f} µs a run) | **{many / one:.2f}** |")
+        say("")
+        say("µs a run: a client's time per run (with one client, a call's latency, divided by"
+            " the runs in it when batched).")
         say("")
 
     if opts.out:

@@ -4,7 +4,9 @@ bench/run.py is not run in CI (it takes minutes and its figures are ratios,
 not pass/fail), so these tests keep its parts from rotting: every pgbench
 script runs against the references and runq without an error, and a cycle of
 each queue does its whole job: a claim and a completion per run, and for the
-floor and runq one event per transition under the claimed epoch.
+floor and runq one event per transition under the claimed epoch. The batched
+part's scripts beat only running runs under their epoch, and complete each run
+of their pool once (one found done would return false and cost less).
 """
 import os
 import re
@@ -30,7 +32,7 @@ def bench_url(db_url: str) -> str:
 def pgbench(url: str, script: str, transactions: int, clients: int = 1, **defines: int) -> None:
     args = [str(PGBENCH), "-n", "-M", "prepared", "-c", str(clients), "-t", str(transactions),
             "-f", str(BENCH / script)]
-    for k, v in defines.items():
+    for k, v in {"clients": clients, **defines}.items():  # the batched scripts share runs out
         args += ["-D", f"{k}={v}"]
     out = subprocess.run(args + [url], capture_output=True, text=True)
     assert out.returncode == 0 and "aborted" not in out.stdout, out.stdout + out.stderr
@@ -102,6 +104,41 @@ def test_other_scripts_run(bench_url: str, conn: psycopg.Connection) -> None:
     assert conn.execute("SELECT kind::text, status::text, count(*) FROM runq.runs"
                         " WHERE kind IN ('bench.other', 'bench.mine') GROUP BY 1, 2 ORDER BY 1").fetchall() \
         == [("bench.mine", "running", CYCLES), ("bench.other", "queued", CYCLES)]
+
+
+def claimed_runs(conn: psycopg.Connection, n: int) -> None:
+    """Runs 1..n, running under epoch 1, as bench/run.py's batched part sets them up."""
+    conn.execute("TRUNCATE runq.runs, runq.run_events RESTART IDENTITY CASCADE")
+    load_runs(conn, n, priority=10)
+    assert conn.execute("SELECT count(*) FROM runq.claim(ARRAY[10], 'bench', interval '1 hour', %s)"
+                        " WHERE epoch = 1", (n,)).fetchone()[0] == n
+
+
+def test_batched_heartbeats_beat_each_clients_own_runs(bench_url: str, conn: psycopg.Connection) -> None:
+    claimed_runs(conn, 200)
+    since = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+    # Each client's share is one batch: one call each beats every run, once.
+    pgbench(bench_url, "heartbeat_many.pgbench", 1, clients=2, runs=200, batch=100)
+    assert conn.execute("SELECT count(*) FROM runq.runs WHERE status = 'running'"
+                        " AND heartbeat_at > %s", (since,)).fetchone()[0] == 200
+    pgbench(bench_url, "heartbeat_one.pgbench", CYCLES, clients=2, runs=200)
+    assert conn.execute("SELECT type::text, count(*) FROM runq.run_events GROUP BY 1").fetchall() \
+        == [("run.claimed", 200)]
+
+
+@pytest.mark.parametrize("script, batch", [("complete_one.pgbench", 1), ("complete_many.pgbench", 10)])
+def test_completes_finish_each_run_of_the_pool_once(bench_url: str, conn: psycopg.Connection,
+                                                     script: str, batch: int) -> None:
+    # A complete finding its run already done would return false and cost
+    # less: the calls must name every run of the pool exactly once.
+    pool = 2 * 5 * 10
+    claimed_runs(conn, pool + 10)
+    pgbench(bench_url, script, pool // (2 * batch), clients=2, runs=pool, batch=batch, calls=0)
+    assert conn.execute("SELECT array_agg(run_id ORDER BY run_id) FROM runq.runs"
+                        " WHERE status = 'succeeded'").fetchone()[0] == list(range(1, pool + 1))
+    assert conn.execute("SELECT type::text, count(*) FROM runq.run_events WHERE epoch = 1"
+                        " GROUP BY 1 ORDER BY 1").fetchall() \
+        == [("run.claimed", pool + 10), ("run.succeeded", pool)]
 
 
 def load_runs(conn: psycopg.Connection, n: int, priority: int) -> None:
