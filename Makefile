@@ -19,8 +19,8 @@ SERVER = scripts/pg run
 # a server given from outside).
 PG18 = RUNQ_DATABASE_URL= PGHOST= RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
 
-.PHONY: test test-pg18 deps demo bench bench-full bench-cpu bench-instructions sql docs \
-	schema pg-start pg-stop
+.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-cpu bench-instructions sql \
+	docs schema pg-start pg-stop
 
 test: deps $(STAMP)
 	$(SERVER) tests/run
@@ -43,6 +43,11 @@ bench: $(STAMP)
 
 bench-full: $(STAMP)
 	$(SERVER) $(VENV)/bin/python bench/run.py --full --out bench/results/full.md
+
+# One worker process holding 1,000, then 5,000 agent runs of 5 minutes each
+# (bench/long_runs.py, about 12 minutes): leases lost, connections, heartbeat cost.
+bench-long: $(STAMP)
+	$(SERVER) $(VENV)/bin/python bench/long_runs.py --runs 1000 5000 --out bench/results/long_runs.md
 
 # Backend CPU per cycle (bench/cpu.py), to judge a hot-path change against a
 # commit: make bench-cpu REV=8ce5eac

@@ -6,12 +6,15 @@ script runs against the references and runq without an error, and a cycle of
 each queue does its whole job: a claim and a completion per run, and for the
 floor and runq one event per transition under the claimed epoch. The batched
 part's scripts beat only running runs under their epoch, and complete each run
-of their pool once (one found done would return false and cost less).
+of their pool once (one found done would return false and cost less). The other
+drivers run in small: bench/cpu.py, bench/instructions.py, and
+bench/long_runs.py (one worker process holding runs for 18 s, not minutes).
 """
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -175,3 +178,28 @@ def test_instructions_per_cycle_reports_each_queue() -> None:
                                             ("runq (working tree)", "kinds given")], out.stdout
     for _, _, n in rows:  # a cycle is a claim and a complete: far more than nothing
         assert 100_000 < int(n.replace(",", "")) < 10_000_000, out.stdout
+
+
+def test_long_runs_holds_its_runs(server_url: str, tmp_path: Path) -> None:
+    # bench/long_runs.py in small: 20 runs for 18 s in one worker process,
+    # steps every 1-3 s; every run succeeds on its first lease, and the
+    # figures are read from the server.
+    out = subprocess.run([sys.executable, str(BENCH / "long_runs.py"), "--runs", "20",
+                          "--minutes", "0.3", "--sleep", "1", "3",
+                          "--out", str(tmp_path / "long_runs.md")],
+                         env={**os.environ, "RUNQ_DATABASE_URL": server_url},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (tmp_path / "long_runs.md").read_text().strip() == out.stdout.strip()
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
+            for line in out.stdout.splitlines() if line.startswith("| ")}
+    assert rows["runs succeeded"] == "20 / 20", out.stdout
+    assert rows["leases lost (run.fenced + run.requeued)"] == "0", out.stdout
+    assert rows["claims"] == "20", out.stdout
+    assert 20 * 4 <= int(rows["steps written (begin_turn + checkpoint)"]) <= 20 * 18, out.stdout
+    assert 1 <= int(rows["max server connections of the worker"]) <= 6, out.stdout
+    assert int(rows["heartbeat_many calls in the window"]) >= 1, out.stdout
+    assert rows["run heartbeats in the window (calls x runs)"] \
+        == str(20 * int(rows["heartbeat_many calls in the window"])), out.stdout
+    assert 10 < float(rows["nearest lease expiry seen (s left of 30)"]) < 30, out.stdout
+    assert float(rows["all worker backends' CPU in the window, s"]) > 0, out.stdout
