@@ -184,6 +184,12 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
     ("heartbeat", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False)]),
     ("complete", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
                              ("result", "jsonb", "'{\"ok\": 1}'", True)]),  # result may be NULL
+    ("heartbeat_many", "running", [("run_ids", "bigint[]", "ARRAY[%(r)s]::bigint[]", False),
+                                   ("epochs", "bigint[]", "ARRAY[%(e)s]::bigint[]", False)]),
+    ("complete_many", "running", [("run_ids", "bigint[]", "ARRAY[%(r)s]::bigint[]", False),
+                                  ("epochs", "bigint[]", "ARRAY[%(e)s]::bigint[]", False),
+                                  # NULL: a NULL result for each run
+                                  ("results", "jsonb[]", "ARRAY['{\"ok\": 1}']::jsonb[]", True)]),
     ("fail", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
                          ("failure", "jsonb", "'{\"code\": \"x\"}'", False)]),
     ("release", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False)]),
