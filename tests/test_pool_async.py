@@ -23,6 +23,20 @@ through threading.Events they poll with asyncio.sleep.
       one run at a time whose handler returns at once: run.claimed to
       run.succeeded (event timestamps) under 0.5 s, with heartbeats 10 s
       apart and a poll interval of 5 s.
+  test_locked_row_holds_up_no_other_completion
+      ten runs return together while another session holds one run's row
+      FOR UPDATE: the other nine succeed at once (the batch gives up at its
+      lock timeout and completes them one by one), the locked one keeps its
+      lease through two lease lengths and succeeds once the lock goes; each
+      run's events are created, claimed, succeeded, nothing else.
+  test_cancelled_completion_is_the_last_write
+      a handler awaits its completion under asyncio.wait_for, gives up while
+      another session holds the row, and returns something else: the
+      completion it sent lands once the lock goes, and nothing follows it
+      (the result is the first, no run.fenced).
+  test_loops_pause_after_stop
+      with no database to reach, the loops log their failures after stop()
+      at the pace they did before it, not in a tight loop through the grace.
   test_stopped_run_stops_its_async_handler[reclaimed|cancelled]
       two running runs are reclaimed by another worker (epoch 2), or
       cancelled with runq.cancel: the pool's next heartbeat_many finds them
@@ -56,6 +70,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -343,6 +358,98 @@ def test_lone_completion_is_not_delayed(db_url: str, conn: psycopg.Connection[An
         took.append(event_time(conn, run, "run.succeeded") - event_time(conn, run, "run.claimed"))
     print(f"\nclaimed to succeeded: {', '.join(f'{t * 1000:.1f} ms' for t in took)}")
     assert max(took) < 0.5, took
+
+
+def test_locked_row_holds_up_no_other_completion(db_url: str, conn: psycopg.Connection[Any],
+                                                 connect: Callable[[], psycopg.Connection[Any]],
+                                                 pools: list[WorkerPool]) -> None:
+    lease = 3.0
+    go = threading.Event()
+
+    async def waits(ctx: AsyncRunContext) -> dict[str, int]:
+        await until(go)
+        return {"n": ctx.run.payload["n"]}
+
+    runs = submit(conn, "waits", 10)
+    pool = started(pools, WorkerPool(db_url, {"waits": waits}, [Slot((10,), 10)],
+                                     lease=timedelta(seconds=lease), poll_interval=0.1,
+                                     sweep_interval=0.5))
+    wait_for("every run to be running", lambda: set(runs) <= set(pool.inflight()), 10)
+    locker = connect()
+    locker.execute("BEGIN")
+    locker.execute("SELECT FROM runq.runs WHERE run_id = %s FOR UPDATE", [runs[0]])
+    try:
+        go.set()
+        # The other nine complete at once, and nothing lapses meanwhile.
+        wait_for("the unlocked runs to succeed", lambda: set(statuses(conn, runs[1:]).values())
+                 == {"succeeded"}, 2 * lease, state=lambda: statuses(conn, runs))
+        time.sleep(2 * lease)  # the locked one: its lease must outlive the lock
+        assert statuses(conn, runs[:1]) == {runs[0]: "running"}
+    finally:
+        locker.execute("COMMIT")
+    wait_for("the locked run to succeed", lambda: all_terminal(conn, runs), 2 * lease)
+    assert set(statuses(conn, runs).values()) == {"succeeded"}
+    for run in runs:
+        kinds = [t for t, _ in events(conn, run)]
+        assert kinds == ["run.created", "run.claimed", "run.succeeded"], (run, events(conn, run))
+
+
+def test_cancelled_completion_is_the_last_write(db_url: str, conn: psycopg.Connection[Any],
+                                                connect: Callable[[], psycopg.Connection[Any]],
+                                                pools: list[WorkerPool]) -> None:
+    # A handler gives up waiting for its completion and returns something
+    # else: the completion it sent still lands, and nothing follows it.
+    timed_out, go = threading.Event(), threading.Event()
+
+    async def impatient(ctx: AsyncRunContext) -> dict[str, int]:
+        await until(go)
+        try:
+            await asyncio.wait_for(ctx.complete({"first": 1}), 0.2)
+        except asyncio.TimeoutError:
+            timed_out.set()
+        return {"second": 2}
+
+    [run] = submit(conn, "impatient")
+    locker = connect()
+    locker.execute("BEGIN")
+    started(pools, WorkerPool(db_url, {"impatient": impatient}, [Slot((10,), 1)],
+                              lease=timedelta(seconds=3), poll_interval=0.1,
+                              sweep_interval=None))
+    wait_for("the run to be claimed", lambda: statuses(conn, [run]) == {run: "running"}, 10)
+    locker.execute("SELECT FROM runq.runs WHERE run_id = %s FOR UPDATE", [run])
+    try:
+        go.set()
+        wait_for("the handler to give up", timed_out.is_set, 5)
+        time.sleep(0.5)
+    finally:
+        locker.execute("COMMIT")
+    wait_for("the run to end", lambda: all_terminal(conn, [run]), 5)
+    time.sleep(0.5)  # a second completion would land by now
+    assert value(conn, "SELECT result FROM runq.runs WHERE run_id = %s", [run]) == {"first": 1}
+    assert [t for t, _ in events(conn, run)] == ["run.created", "run.claimed", "run.succeeded"]
+
+
+def test_loops_pause_after_stop(caplog: pytest.LogCaptureFixture) -> None:
+    # A database that is not there: every loop fails, and goes on failing
+    # through the grace after stop(), but at the pace it did before.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+
+    async def never(ctx: AsyncRunContext) -> None:
+        raise AssertionError("nothing can be claimed")
+
+    caplog.set_level(logging.WARNING, logger="runq.pool")
+    pool = WorkerPool(f"postgresql://nobody@127.0.0.1:{port}/none", {"never": never},
+                      [Slot((10,), 1)], poll_interval=0.2, grace=2.0)
+    pool.start()
+    time.sleep(2.0)
+    before = len(caplog.records)
+    pool.stop()
+    pool.join()
+    after = len(caplog.records) - before
+    print(f"\nrecords logged: {before} in the 2 s before stop(), {after} in the grace after it")
+    assert after <= 2 * before + 10, (before, after)
 
 
 # -- 4, 5. a run stopped under a live handler ----------------------------------------------

@@ -30,7 +30,9 @@ at once, and an async handler's task is cancelled ``stop_grace`` seconds
 later if it has not returned. Completions go through ``runq.complete_many``:
 a completion is sent at once when none is on its way, and those that arrive
 while one is become the next batch, so a lone completion waits for nothing
-and a burst shares round trips.
+and a burst shares round trips. A run keeps its heartbeats while its
+completion waits in line, and a batch that meets a locked row gives up at its
+lock timeout and completes its runs one by one, each on its own.
 
 Nothing stops a loop of the pool: an error about one run ends the handling
 of that run only, any other error is logged and the loop carries on after a
@@ -72,7 +74,7 @@ from typing import Any, TypeVar, cast
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from runq.client import AsyncClient
+from runq.client import AsyncClient, _jsonb
 from runq.errors import RunNotFound
 from runq.types import ClaimedRun, ToolCall
 
@@ -102,6 +104,14 @@ _HEARTBEAT_MANY = """SELECT h.run_id, h.alive
  CROSS JOIN LATERAL runq.heartbeat_many(
            CASE WHEN s.lock_timeout IS NOT NULL THEN %(run_ids)s::bigint[] END,
            %(epochs)s::bigint[]) AS h"""
+
+# The same for completions: one row another session holds locked must not
+# hold up every completion behind it; the batch is then sent one by one.
+_COMPLETE_MANY = """SELECT c.run_id, c.completed
+  FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS lock_timeout) AS s
+ CROSS JOIN LATERAL runq.complete_many(
+           CASE WHEN s.lock_timeout IS NOT NULL THEN %(run_ids)s::bigint[] END,
+           %(epochs)s::bigint[], %(results)s::jsonb[]) AS c"""
 
 _LOCK_NOT_AVAILABLE = "55P03"
 
@@ -152,6 +162,7 @@ class _Run:
         self.slot = slot
         self.stopped = False      # no longer ours: every write raises
         self.finishing = False    # the last write is under way, or done
+        self.completing = False   # its completion is queued: no other write may follow
         self.alone = False        # its row was locked at its last heartbeat
         self.cancellable = False  # an async handler, whose task cancel() stops
         self.not_beating = asyncio.Event()
@@ -168,7 +179,13 @@ class _Run:
 
     @property
     def done(self) -> bool:
+        """No heartbeat goes out for it any more."""
         return self.stopped or self.finishing
+
+    @property
+    def closed(self) -> bool:
+        """No write goes out for it any more."""
+        return self.done or self.completing
 
     def refused(self, why: str) -> RunStopped:
         return RunStopped(f"run {self.run_id} epoch {self.epoch} {why}")
@@ -225,7 +242,7 @@ class AsyncRunContext:
 
     async def tool_calls(self) -> list[ToolCall]:
         """The run's tool calls: which are retryable, which uncertain."""
-        return await self._core.persist(lambda c: c.tool_calls(self.run_id))
+        return await self._core.persist(_on_client(lambda c: c.tool_calls(self.run_id)))
 
     async def ask_user(self, question: Any) -> None:
         """Wait for the user; the handler should return after this."""
@@ -350,15 +367,19 @@ class _Core:
         self.runs: dict[int, _Run] = {}
         self.tasks: set[asyncio.Future[None]] = set()
         self.completions: asyncio.Queue[_Completion] = asyncio.Queue()
+        self.side_tasks: set[asyncio.Future[None]] = set()
+        # A quarter of the heartbeat interval: see _HEARTBEAT_MANY.
+        self.lock_timeout = f"{max(1, int(self.lease / 3 * 1000 / 4))}ms"
         self.db = AsyncConnectionPool(
             pool.conninfo, min_size=1, max_size=pool.max_connections, open=False,
             kwargs=pool._connect_kwargs("runq-pool"), name="runq-pool")
 
     # -- writes -----------------------------------------------------------------
 
-    async def persist(self, call: Callable[[AsyncClient], Awaitable[T]],
+    async def persist(self, call: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
                       patience: float | None = None,
-                      landed: Callable[[AsyncClient], Awaitable[bool]] | None = None) -> T:
+                      landed: Callable[[psycopg.AsyncConnection[Any]], Awaitable[bool]] | None
+                      = None) -> T:
         """``call`` on a connection of the pool; sent again on another for up
         to ``patience`` seconds (a lease) while the connection is what
         failed. An error of the statement itself is raised at once.
@@ -375,12 +396,11 @@ class _Core:
             try:
                 async with self.db.connection(timeout=max(0.1, deadline - time.monotonic())) \
                         as conn:
-                    client = AsyncClient(conn)
                     try:
-                        if sent and landed is not None and await landed(client):
+                        if sent and landed is not None and await landed(conn):
                             return True  # type: ignore[return-value]
                         sent = True
-                        return await call(client)
+                        return await call(conn)
                     except psycopg.Error as error:
                         if _lost(conn):
                             raise _ConnectionLost(str(error)) from None
@@ -388,8 +408,7 @@ class _Core:
             except (_ConnectionLost, psycopg.OperationalError) as error:
                 # The connection broke, or none could be had (PoolTimeout).
                 if time.monotonic() >= deadline:
-                    raise psycopg.OperationalError(f"the database stayed out of reach: {error}")\
-                        from None
+                    raise _OutOfReach(f"the database stayed out of reach: {error}") from None
                 log.warning("lost the database (%s); trying again", error)
                 await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = min(pause * 2, 1.0)
@@ -400,36 +419,42 @@ class _Core:
                     final: bool = False, result: Any = None, patience: float | None = None,
                     landed: Callable[[AsyncClient], Awaitable[bool]] | None = None) -> None:
         """One fenced write of a run; call None is its completion."""
-        if state.done:
+        if state.closed:
             raise state.refused("is no longer ours")
-        if final:
-            # The last write waits out a heartbeat already sent, so that the
-            # heartbeat cannot land after it and log run.fenced.
-            state.finishing = True
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(state.not_beating.wait(),
-                                       self.lease if patience is None else patience)
         try:
             if call is None:
                 applied = await self.complete(state, result)
             else:
-                applied = await self.persist(call, patience, landed)
+                if final:
+                    # The last write waits out a heartbeat already sent, so
+                    # that the heartbeat cannot land after it and log run.fenced.
+                    state.finishing = True
+                    await _all_set([state.not_beating], self.lease if patience is None
+                                   else patience)
+                probe = None if landed is None else _on_client(landed)
+                applied = await self.persist(_on_client(call), patience, probe)
         except RunNotFound:
             state.stopped = True
             raise RunStopped(f"run {state.run_id} no longer exists") from None
+        except asyncio.CancelledError:
+            # Cancelled on its way: it may still land, so nothing may follow it.
+            raise
         except BaseException as error:
             # A write that raised did not change the run (bad argument, a
             # value jsonb refuses): the handler, or the pool, may write again.
             # Unless the database stayed out of reach for a whole lease: then
             # the run is most likely no longer ours.
             state.finishing = state.finishing and not final
-            state.stopped = state.stopped or isinstance(error, psycopg.OperationalError)
+            state.completing = False
+            state.stopped = state.stopped or isinstance(error, _OutOfReach)
             raise
         if not applied:
             self.stop_run(state)
             raise state.refused("was fenced or cancelled")
 
     async def complete(self, state: _Run, result: Any) -> bool:
+        # Queued, the run keeps its heartbeats: a batch may wait on a row lock.
+        state.completing = True
         answer: asyncio.Future[bool] = self.loop.create_future()
         self.completions.put_nowait(_Completion(state, result, answer))
         return await asyncio.shield(answer)
@@ -444,30 +469,45 @@ class _Core:
             await self.complete_batch(batch)
 
     async def complete_batch(self, batch: list[_Completion]) -> None:
-        if len(batch) > 1:
-            try:
-                done = await self.persist(lambda c: c.complete_many(
-                    [(b.state.run_id, b.state.epoch, b.result) for b in batch]))
-            except psycopg.OperationalError as error:
-                for b in batch:
-                    _settle(b.answer, error=error)
-                return
-            except Exception:
-                # One element spoiled the batch (a result jsonb refuses, a
-                # purged run): each on its own, so the error reaches its run.
-                log.debug("complete_many failed; completing one by one", exc_info=True)
-            else:
-                for b in batch:
-                    _settle(b.answer, done[b.state.run_id])
-                return
+        # Their heartbeats stop here, and one already sent is waited out, so
+        # that no heartbeat lands after its run's completion.
         for b in batch:
-            try:
-                _settle(b.answer, await self.complete_one(b))
-            except Exception as error:
+            b.state.finishing = True
+        await _all_set([b.state.not_beating for b in batch], self.lease)
+        try:
+            done = await self.persist(lambda conn: self.complete_many(conn, batch))
+        except _OutOfReach as error:
+            for b in batch:
                 _settle(b.answer, error=error)
+            return
+        except Exception as error:
+            # A locked row (lock timeout), or one element spoiled the batch (a
+            # result jsonb refuses, a purged run): each on its own, off this
+            # loop, so the error reaches its run only and nothing waits for it.
+            log.info("complete_many: %s; completing %d runs one by one", error, len(batch))
+            for b in batch:
+                task = asyncio.ensure_future(self.complete_one(b))
+                self.side_tasks.add(task)
+                task.add_done_callback(self.side_tasks.discard)
+            return
+        for b in batch:
+            _settle(b.answer, done[b.state.run_id])
 
-    async def complete_one(self, b: _Completion) -> bool:
-        return await self.persist(lambda c: c.complete(b.state.run_id, b.state.epoch, b.result))
+    async def complete_many(self, conn: psycopg.AsyncConnection[Any],
+                            batch: list[_Completion]) -> dict[int, bool]:
+        cur = await conn.execute(_COMPLETE_MANY, {
+            "lock_timeout": self.lock_timeout,
+            "run_ids": [b.state.run_id for b in batch],
+            "epochs": [b.state.epoch for b in batch],
+            "results": [_jsonb(b.result) for b in batch]})
+        return dict(await cur.fetchall())
+
+    async def complete_one(self, b: _Completion) -> None:
+        try:
+            _settle(b.answer, await self.persist(_on_client(
+                lambda c: c.complete(b.state.run_id, b.state.epoch, b.result))))
+        except Exception as error:
+            _settle(b.answer, error=error)
 
     def stop_run(self, state: _Run) -> None:
         """The run is no longer ours: no write goes out for it any more, its
@@ -487,7 +527,7 @@ class _Core:
 
     async def heartbeat_loop(self) -> None:
         interval = self.lease / 3
-        lock_timeout = f"{max(1, int(interval * 1000 / 4))}ms"
+        lock_timeout = self.lock_timeout
         link = _Link(self.pool.conninfo, self.pool._connect_kwargs("runq-pool-heartbeat"))
         try:
             await link.connection()  # at start, as every loop: a bad conninfo shows at once
@@ -529,8 +569,10 @@ class _Core:
                 for s in batch:
                     if alive[s.run_id] is False:
                         self.stop_run(s)
+                    s.not_beating.set()  # a final write waiting for it may go now
             for s in alone:
                 await self.beat_alone(conn, s, lock_timeout)
+                s.not_beating.set()
         except psycopg.Error as error:
             log.warning("heartbeats: lost the database (%s)", error)
         finally:
@@ -566,6 +608,7 @@ class _Core:
                 slot.freed.clear()
                 await _first(self.pool.poll_interval, slot.freed, self.stopping)
                 continue
+            wake = self.wake  # before the claim: news during its round trip must count
             async with self.db.connection() as conn:
                 runs = await AsyncClient(conn).claim(
                     slot.classes, worker_id=self.pool.worker_id, lease=self.pool.lease,
@@ -575,7 +618,6 @@ class _Core:
             if self.stopping.is_set():  # stopped while the claim was on its way
                 return
             if len(runs) < free:  # nothing more is ready: wait for news
-                wake = self.wake
                 await _first(self.pool.poll_interval, wake, self.stopping)
 
     def claimer(self, slot: _SlotState) -> Callable[[], Awaitable[None]]:
@@ -635,7 +677,7 @@ class _Core:
             self.pool.stop()
             await self.release(state)
             return
-        if state.done:
+        if state.closed:
             return
         if error is not None:
             # jsonb holds no \u0000, so neither may the message
@@ -724,7 +766,9 @@ class _Core:
                     log.warning("%s: %s; reconnecting in %.1f s", name, error, pause)
                 else:
                     log.exception("%s failed; starting it again in %.1f s", name, pause)
-                if await _first(pause, self.stopping) and name.startswith("slot"):
+                if not name.startswith("slot"):
+                    await asyncio.sleep(pause)  # heartbeats and the rest go on through the grace
+                elif await _first(pause, self.stopping):
                     return
                 pause = min(pause * 2, 30.0)
 
@@ -748,7 +792,7 @@ class _Core:
                 await asyncio.wait(list(self.tasks), timeout=grace_ends - time.monotonic())
             await self.release_leftover()
         finally:
-            for task in [*claimers, *helpers, *self.tasks]:
+            for task in [*claimers, *helpers, *self.tasks, *self.side_tasks]:
                 task.cancel()
             try:
                 await asyncio.wait_for(self.db.close(timeout=0.5), 1.0)
@@ -768,7 +812,7 @@ class _Core:
                 log.warning("could not release run %s (epoch %s): %s; its lease will expire",
                             state.run_id, state.epoch, error)
 
-        leftover = [s for s in self.runs.values() if not s.done]
+        leftover = [s for s in self.runs.values() if not s.closed]
         if not leftover:
             return
         try:
@@ -781,6 +825,21 @@ class _Core:
 
 class _ConnectionLost(Exception):
     pass
+
+
+class _OutOfReach(psycopg.OperationalError):
+    """No connection would carry the call for its whole patience."""
+
+
+def _on_client(call: Callable[[AsyncClient], Awaitable[T]]
+               ) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]:
+    return lambda conn: call(AsyncClient(conn))
+
+
+async def _all_set(events: Sequence[asyncio.Event], timeout: float) -> None:
+    """Wait until every event is set, for at most timeout seconds."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in events)), timeout)
 
 
 def _settle(answer: asyncio.Future[bool], value: bool = False,
