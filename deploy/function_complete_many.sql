@@ -1,8 +1,7 @@
 -- Deploy runq:function_complete_many to pg
 -- requires: table_runs
 -- requires: table_run_events
--- requires: function__refuse
--- requires: function__check_batch
+-- requires: function__answer_batch
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
@@ -12,11 +11,9 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- Several completions of a worker in one round trip and one statement: each
--- element is runq.complete's fenced update and its run.succeeded event. As
--- in runq.heartbeat_many, a batch whose every element matched is done, and
--- only otherwise is it checked and the rest answered by runq._refuse as
--- runq.complete answers them. unnest pads a NULL results with NULLs: a NULL
--- result for each run, as complete's default.
+-- element is runq.complete's fenced update and its run.succeeded event, and
+-- runq._answer_batch answers the elements as runq.complete would. unnest pads
+-- a NULL results with NULLs: a NULL result for each run, as complete's default.
 CREATE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
     RETURNS TABLE(run_id bigint, completed boolean)
     LANGUAGE plpgsql
@@ -45,23 +42,9 @@ BEGIN
         RETURNING run_id
     )
     SELECT array_agg(l.run_id) INTO v_done FROM logged AS l;
-    IF cardinality(v_done) = cardinality(complete_many.run_ids)
-       AND cardinality(complete_many.epochs) = cardinality(complete_many.run_ids)
-       AND coalesce(cardinality(complete_many.results) = cardinality(complete_many.run_ids), true)
-       AND array_ndims(complete_many.run_ids) = 1 AND array_ndims(complete_many.epochs) = 1
-       AND coalesce(array_ndims(complete_many.results) = 1, true) THEN
-        RETURN QUERY SELECT c.run_id, true FROM unnest(complete_many.run_ids) AS c(run_id);
-        RETURN;
-    END IF;
-    IF runq._check_batch(complete_many.run_ids, complete_many.epochs, complete_many.results) THEN
-    END IF;
-    RETURN QUERY
-        SELECT c.run_id,
-               CASE WHEN d.run_id IS NOT NULL THEN true
-                    ELSE runq._refuse(c.run_id, c.epoch, 'complete', false) END
-          FROM unnest(complete_many.run_ids, complete_many.epochs) WITH ORDINALITY AS c(run_id, epoch, n)
-          LEFT JOIN unnest(v_done) AS d(run_id) ON d.run_id = c.run_id
-         ORDER BY c.n;
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
+                                           complete_many.results, v_done, 'complete', false) AS a;
 END
 $$;
 

@@ -1,7 +1,6 @@
 -- Deploy runq:function_heartbeat_many to pg
 -- requires: table_runs
--- requires: function__refuse
--- requires: function__check_batch
+-- requires: function__answer_batch
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
@@ -11,15 +10,10 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- One round trip and one statement for every in-flight run of a worker:
--- each element is runq.heartbeat's fenced update. When every element
--- matched (the common case), that is all: the answer is true for each, and
--- no argument rule needs checking, since a bad batch (a NULL or repeated
--- element, arrays of other lengths) cannot match every element. Otherwise
--- the batch is checked, and the elements that did not match are answered by
--- runq._refuse, in order, exactly as runq.heartbeat answers them: RQ003 for
--- a run that does not exist (which undoes the whole call), cancellation, or
--- one run.fenced. A worker's own runs are locked by no other worker's batch
--- (only the epoch holder's elements match), so batches do not deadlock.
+-- each element is runq.heartbeat's fenced update, and runq._answer_batch
+-- answers the elements as runq.heartbeat would. A worker's own runs are
+-- locked by no other worker's batch (only the epoch holder's elements match),
+-- so batches do not deadlock.
 CREATE FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[])
     RETURNS TABLE(run_id bigint, alive boolean)
     LANGUAGE plpgsql
@@ -43,21 +37,9 @@ BEGIN
         RETURNING r.run_id
     )
     SELECT array_agg(x.run_id) INTO v_alive FROM beaten AS x;
-    IF cardinality(v_alive) = cardinality(heartbeat_many.run_ids)
-       AND cardinality(heartbeat_many.epochs) = cardinality(heartbeat_many.run_ids)
-       AND array_ndims(heartbeat_many.run_ids) = 1 AND array_ndims(heartbeat_many.epochs) = 1 THEN
-        RETURN QUERY SELECT b.run_id, true FROM unnest(heartbeat_many.run_ids) AS b(run_id);
-        RETURN;
-    END IF;
-    IF runq._check_batch(heartbeat_many.run_ids, heartbeat_many.epochs) THEN
-    END IF;
-    RETURN QUERY
-        SELECT b.run_id,
-               CASE WHEN a.run_id IS NOT NULL THEN true
-                    ELSE runq._refuse(b.run_id, b.epoch, 'heartbeat', true) END
-          FROM unnest(heartbeat_many.run_ids, heartbeat_many.epochs) WITH ORDINALITY AS b(run_id, epoch, n)
-          LEFT JOIN unnest(v_alive) AS a(run_id) ON a.run_id = b.run_id
-         ORDER BY b.n;
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(heartbeat_many.run_ids, heartbeat_many.epochs, NULL,
+                                           v_alive, 'heartbeat', true) AS a;
 END
 $$;
 

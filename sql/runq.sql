@@ -5617,12 +5617,66 @@ COMMENT ON FUNCTION runq._check_batch(bigint[], bigint[], jsonb[]) IS
 
 COMMIT;
 
+-- ==== deploy/function__answer_batch.sql ====
+
+-- Deploy runq:function__answer_batch to pg
+-- requires: function__refuse
+-- requires: function__check_batch
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The answer of a batched worker call (heartbeat_many, complete_many) once its
+-- fenced update has run: matched holds the run_ids it applied to. When every
+-- element matched (the common case), each is true and no argument rule needs
+-- checking, since a bad batch (a NULL or repeated element, arrays of other
+-- lengths) cannot match every element. Otherwise the batch is checked, and
+-- the elements that did not match are answered by runq._refuse, in order, as
+-- the single call answers them: RQ003 for a run that does not exist (which
+-- undoes the whole call), cancellation, or one run.fenced.
+CREATE FUNCTION runq._answer_batch(run_ids bigint[], epochs bigint[], results jsonb[],
+                                   matched bigint[], operation text, honours_cancel boolean)
+    RETURNS TABLE(run_id bigint, applied boolean)
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF cardinality(matched) = cardinality(_answer_batch.run_ids)
+       AND cardinality(_answer_batch.epochs) = cardinality(_answer_batch.run_ids)
+       AND coalesce(cardinality(results) = cardinality(_answer_batch.run_ids), true)
+       AND array_ndims(_answer_batch.run_ids) = 1 AND array_ndims(_answer_batch.epochs) = 1
+       AND coalesce(array_ndims(results) = 1, true) THEN
+        RETURN QUERY SELECT b.run_id, true FROM unnest(_answer_batch.run_ids) AS b(run_id);
+        RETURN;
+    END IF;
+    IF runq._check_batch(_answer_batch.run_ids, _answer_batch.epochs, results) THEN
+    END IF;
+    RETURN QUERY
+        SELECT b.run_id,
+               CASE WHEN m.run_id IS NOT NULL THEN true
+                    ELSE runq._refuse(b.run_id, b.epoch, operation, honours_cancel) END
+          FROM unnest(_answer_batch.run_ids, _answer_batch.epochs) WITH ORDINALITY AS b(run_id, epoch, n)
+          LEFT JOIN unnest(matched) AS m(run_id) ON m.run_id = b.run_id
+         ORDER BY b.n;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._answer_batch(bigint[], bigint[], jsonb[], bigint[], text, boolean) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._answer_batch(bigint[], bigint[], jsonb[], bigint[], text, boolean) IS
+    'Internal: the rows of a batched worker call whose fenced update applied to matched: true for those, and for the rest what runq._refuse answers, after runq._check_batch.';
+
+COMMIT;
+
 -- ==== deploy/function_heartbeat_many.sql ====
 
 -- Deploy runq:function_heartbeat_many to pg
 -- requires: table_runs
--- requires: function__refuse
--- requires: function__check_batch
+-- requires: function__answer_batch
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
@@ -5632,15 +5686,10 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- One round trip and one statement for every in-flight run of a worker:
--- each element is runq.heartbeat's fenced update. When every element
--- matched (the common case), that is all: the answer is true for each, and
--- no argument rule needs checking, since a bad batch (a NULL or repeated
--- element, arrays of other lengths) cannot match every element. Otherwise
--- the batch is checked, and the elements that did not match are answered by
--- runq._refuse, in order, exactly as runq.heartbeat answers them: RQ003 for
--- a run that does not exist (which undoes the whole call), cancellation, or
--- one run.fenced. A worker's own runs are locked by no other worker's batch
--- (only the epoch holder's elements match), so batches do not deadlock.
+-- each element is runq.heartbeat's fenced update, and runq._answer_batch
+-- answers the elements as runq.heartbeat would. A worker's own runs are
+-- locked by no other worker's batch (only the epoch holder's elements match),
+-- so batches do not deadlock.
 CREATE FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[])
     RETURNS TABLE(run_id bigint, alive boolean)
     LANGUAGE plpgsql
@@ -5664,21 +5713,9 @@ BEGIN
         RETURNING r.run_id
     )
     SELECT array_agg(x.run_id) INTO v_alive FROM beaten AS x;
-    IF cardinality(v_alive) = cardinality(heartbeat_many.run_ids)
-       AND cardinality(heartbeat_many.epochs) = cardinality(heartbeat_many.run_ids)
-       AND array_ndims(heartbeat_many.run_ids) = 1 AND array_ndims(heartbeat_many.epochs) = 1 THEN
-        RETURN QUERY SELECT b.run_id, true FROM unnest(heartbeat_many.run_ids) AS b(run_id);
-        RETURN;
-    END IF;
-    IF runq._check_batch(heartbeat_many.run_ids, heartbeat_many.epochs) THEN
-    END IF;
-    RETURN QUERY
-        SELECT b.run_id,
-               CASE WHEN a.run_id IS NOT NULL THEN true
-                    ELSE runq._refuse(b.run_id, b.epoch, 'heartbeat', true) END
-          FROM unnest(heartbeat_many.run_ids, heartbeat_many.epochs) WITH ORDINALITY AS b(run_id, epoch, n)
-          LEFT JOIN unnest(v_alive) AS a(run_id) ON a.run_id = b.run_id
-         ORDER BY b.n;
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(heartbeat_many.run_ids, heartbeat_many.epochs, NULL,
+                                           v_alive, 'heartbeat', true) AS a;
 END
 $$;
 
@@ -5696,8 +5733,7 @@ COMMIT;
 -- Deploy runq:function_complete_many to pg
 -- requires: table_runs
 -- requires: table_run_events
--- requires: function__refuse
--- requires: function__check_batch
+-- requires: function__answer_batch
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
@@ -5707,11 +5743,9 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- Several completions of a worker in one round trip and one statement: each
--- element is runq.complete's fenced update and its run.succeeded event. As
--- in runq.heartbeat_many, a batch whose every element matched is done, and
--- only otherwise is it checked and the rest answered by runq._refuse as
--- runq.complete answers them. unnest pads a NULL results with NULLs: a NULL
--- result for each run, as complete's default.
+-- element is runq.complete's fenced update and its run.succeeded event, and
+-- runq._answer_batch answers the elements as runq.complete would. unnest pads
+-- a NULL results with NULLs: a NULL result for each run, as complete's default.
 CREATE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
     RETURNS TABLE(run_id bigint, completed boolean)
     LANGUAGE plpgsql
@@ -5740,23 +5774,9 @@ BEGIN
         RETURNING run_id
     )
     SELECT array_agg(l.run_id) INTO v_done FROM logged AS l;
-    IF cardinality(v_done) = cardinality(complete_many.run_ids)
-       AND cardinality(complete_many.epochs) = cardinality(complete_many.run_ids)
-       AND coalesce(cardinality(complete_many.results) = cardinality(complete_many.run_ids), true)
-       AND array_ndims(complete_many.run_ids) = 1 AND array_ndims(complete_many.epochs) = 1
-       AND coalesce(array_ndims(complete_many.results) = 1, true) THEN
-        RETURN QUERY SELECT c.run_id, true FROM unnest(complete_many.run_ids) AS c(run_id);
-        RETURN;
-    END IF;
-    IF runq._check_batch(complete_many.run_ids, complete_many.epochs, complete_many.results) THEN
-    END IF;
-    RETURN QUERY
-        SELECT c.run_id,
-               CASE WHEN d.run_id IS NOT NULL THEN true
-                    ELSE runq._refuse(c.run_id, c.epoch, 'complete', false) END
-          FROM unnest(complete_many.run_ids, complete_many.epochs) WITH ORDINALITY AS c(run_id, epoch, n)
-          LEFT JOIN unnest(v_done) AS d(run_id) ON d.run_id = c.run_id
-         ORDER BY c.n;
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
+                                           complete_many.results, v_done, 'complete', false) AS a;
 END
 $$;
 

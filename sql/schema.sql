@@ -190,6 +190,34 @@ CREATE DOMAIN runq.tool_idempotency AS text
 
 COMMENT ON DOMAIN runq.tool_idempotency IS 'A tool''s declared idempotency class: what a dead lease makes of a call left started.';
 
+CREATE FUNCTION runq._answer_batch(run_ids bigint[], epochs bigint[], results jsonb[], matched bigint[], operation text, honours_cancel boolean) RETURNS TABLE(run_id bigint, applied boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    IF cardinality(matched) = cardinality(_answer_batch.run_ids)
+       AND cardinality(_answer_batch.epochs) = cardinality(_answer_batch.run_ids)
+       AND coalesce(cardinality(results) = cardinality(_answer_batch.run_ids), true)
+       AND array_ndims(_answer_batch.run_ids) = 1 AND array_ndims(_answer_batch.epochs) = 1
+       AND coalesce(array_ndims(results) = 1, true) THEN
+        RETURN QUERY SELECT b.run_id, true FROM unnest(_answer_batch.run_ids) AS b(run_id);
+        RETURN;
+    END IF;
+    IF runq._check_batch(_answer_batch.run_ids, _answer_batch.epochs, results) THEN
+    END IF;
+    RETURN QUERY
+        SELECT b.run_id,
+               CASE WHEN m.run_id IS NOT NULL THEN true
+                    ELSE runq._refuse(b.run_id, b.epoch, operation, honours_cancel) END
+          FROM unnest(_answer_batch.run_ids, _answer_batch.epochs) WITH ORDINALITY AS b(run_id, epoch, n)
+          LEFT JOIN unnest(matched) AS m(run_id) ON m.run_id = b.run_id
+         ORDER BY b.n;
+END
+$$;
+
+COMMENT ON FUNCTION runq._answer_batch(run_ids bigint[], epochs bigint[], results jsonb[], matched bigint[], operation text, honours_cancel boolean) IS 'Internal: the rows of a batched worker call whose fenced update applied to matched: true for those, and for the rest what runq._refuse answers, after runq._check_batch.';
+
 CREATE FUNCTION runq._backoff(attempts integer) RETURNS interval
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -994,23 +1022,9 @@ BEGIN
         RETURNING run_id
     )
     SELECT array_agg(l.run_id) INTO v_done FROM logged AS l;
-    IF cardinality(v_done) = cardinality(complete_many.run_ids)
-       AND cardinality(complete_many.epochs) = cardinality(complete_many.run_ids)
-       AND coalesce(cardinality(complete_many.results) = cardinality(complete_many.run_ids), true)
-       AND array_ndims(complete_many.run_ids) = 1 AND array_ndims(complete_many.epochs) = 1
-       AND coalesce(array_ndims(complete_many.results) = 1, true) THEN
-        RETURN QUERY SELECT c.run_id, true FROM unnest(complete_many.run_ids) AS c(run_id);
-        RETURN;
-    END IF;
-    IF runq._check_batch(complete_many.run_ids, complete_many.epochs, complete_many.results) THEN
-    END IF;
-    RETURN QUERY
-        SELECT c.run_id,
-               CASE WHEN d.run_id IS NOT NULL THEN true
-                    ELSE runq._refuse(c.run_id, c.epoch, 'complete', false) END
-          FROM unnest(complete_many.run_ids, complete_many.epochs) WITH ORDINALITY AS c(run_id, epoch, n)
-          LEFT JOIN unnest(v_done) AS d(run_id) ON d.run_id = c.run_id
-         ORDER BY c.n;
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
+                                           complete_many.results, v_done, 'complete', false) AS a;
 END
 $$;
 
@@ -1232,21 +1246,9 @@ BEGIN
         RETURNING r.run_id
     )
     SELECT array_agg(x.run_id) INTO v_alive FROM beaten AS x;
-    IF cardinality(v_alive) = cardinality(heartbeat_many.run_ids)
-       AND cardinality(heartbeat_many.epochs) = cardinality(heartbeat_many.run_ids)
-       AND array_ndims(heartbeat_many.run_ids) = 1 AND array_ndims(heartbeat_many.epochs) = 1 THEN
-        RETURN QUERY SELECT b.run_id, true FROM unnest(heartbeat_many.run_ids) AS b(run_id);
-        RETURN;
-    END IF;
-    IF runq._check_batch(heartbeat_many.run_ids, heartbeat_many.epochs) THEN
-    END IF;
-    RETURN QUERY
-        SELECT b.run_id,
-               CASE WHEN a.run_id IS NOT NULL THEN true
-                    ELSE runq._refuse(b.run_id, b.epoch, 'heartbeat', true) END
-          FROM unnest(heartbeat_many.run_ids, heartbeat_many.epochs) WITH ORDINALITY AS b(run_id, epoch, n)
-          LEFT JOIN unnest(v_alive) AS a(run_id) ON a.run_id = b.run_id
-         ORDER BY b.n;
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(heartbeat_many.run_ids, heartbeat_many.epochs, NULL,
+                                           v_alive, 'heartbeat', true) AS a;
 END
 $$;
 
@@ -1939,6 +1941,8 @@ ALTER TABLE ONLY runq.tool_calls
 GRANT USAGE ON SCHEMA runq TO runq_client;
 GRANT USAGE ON SCHEMA runq TO runq_worker;
 GRANT USAGE ON SCHEMA runq TO runq_admin;
+
+REVOKE ALL ON FUNCTION runq._answer_batch(run_ids bigint[], epochs bigint[], results jsonb[], matched bigint[], operation text, honours_cancel boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._backoff(attempts integer) FROM PUBLIC;
 
