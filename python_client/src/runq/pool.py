@@ -929,7 +929,11 @@ class WorkerPool:
         then for the releases of what is still in flight, for at most
         RELEASE_PATIENCE seconds more. Never raises: a run it cannot release
         is logged, and its lease expires as a dead worker's would."""
-        self._stopping.wait()
+        # A timed wait: a signal that another thread of the process received
+        # runs its handler (stop()) only once the main thread runs Python
+        # code again, which an untimed wait would never let it do.
+        while not self._stopping.wait(0.2):
+            pass
         if self._thread is not None:
             self._thread.join(self.grace + RELEASE_PATIENCE + 0.5)
             if self._thread.is_alive():
