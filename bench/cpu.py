@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CPU time of the server backend per claim + complete cycle, for before/after.
 
-    bench/cpu.py                      the minimal queue, the floor, runq
+    bench/cpu.py                      the minimal queue, the floor, runq (with and
+                                      without concurrency limits set)
     bench/cpu.py --rev 8ce5eac        ... and runq as it was at a commit (here v0.1.0)
     bench/cpu.py --cycles 8000 --reps 9
 
@@ -41,8 +42,13 @@ class Queue:
     reset: tuple[str, ...]
 
 
-def runq_queue(name: str) -> Queue:
+def runq_queue(name: str, limited: bool = False) -> Queue:
+    # limited: a tenant and a kind limit that every run falls under but none
+    # reaches, so each run is admitted and hands its slot on (to nobody).
+    limits = (("SELECT runq.set_limit('tenant', NULL, 1000000),"
+               " runq.set_limit('kind', NULL, 1000000)",) if limited else ())
     return Queue(name, "cycle_runq.pgbench", (
+        *limits,
         "TRUNCATE runq.runs, runq.run_events, runq.checkpoints, runq.inputs,"
         " runq.tool_calls, runq.idempotency_keys",
         "INSERT INTO runq.runs (created_at, updated_at, priority, tenant_id, kind)"
@@ -129,7 +135,8 @@ def main() -> None:
     args = ap.parse_args()
 
     admin = server_url()
-    queues = [(MINQ, None), (FLOOR, None), (runq_queue("runq"), None)]
+    queues = [(MINQ, None), (FLOOR, None), (runq_queue("runq"), None),
+              (runq_queue("runq_limited", limited=True), None)]
     queues += [(runq_queue(f"runq_{re.sub(r'[^a-z0-9]', '_', rev.lower())}"), rev)
                for rev in args.rev]
     urls = {}
@@ -156,7 +163,8 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: |")
     for queue, rev in queues:
         xs = samples[queue.name]
-        label = {"minq": "minimal queue", "floor": "floor", "runq": "runq (working tree)"}.get(
+        label = {"minq": "minimal queue", "floor": "floor", "runq": "runq (working tree)",
+                 "runq_limited": "runq, limits set, never reached"}.get(
             queue.name, f"runq at {rev}")
         print(f"| {label} | {statistics.median(xs):.0f} | {min(xs):.0f}-{max(xs):.0f}"
               f" | {statistics.median(xs) / runq:.3f} |")

@@ -10,7 +10,8 @@ to the minimal queue (two columns, FOR UPDATE SKIP LOCKED, nothing else);
 cycles are also set beside the floor (the minimal queue behind SECURITY
 DEFINER functions with a fencing epoch and one event per transition: what
 the contract and its security rules cost before any design of runq's own);
-batched worker calls are set beside one call per run instead. Medians of
+batched worker calls are set beside one call per run instead, and cycles and
+claims under concurrency limits beside the same without them. Medians of
 interleaved repetitions. Uses RUNQ_DATABASE_URL, or starts the throwaway
 cluster with scripts/pg.
 """
@@ -24,7 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -33,7 +35,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PGBIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DB = "runq_bench"
-PARTS = ("cycle", "latency", "kinds", "heartbeat", "soak", "xmin", "submit", "batch")
+PARTS = ("cycle", "latency", "kinds", "heartbeat", "soak", "xmin", "submit", "batch",
+         "limits")
 
 
 @dataclass(frozen=True)
@@ -98,19 +101,20 @@ class Bench:
                   " runq.tool_calls, runq.idempotency_keys, bench_minq,"
                   " bench_floor, bench_floor_events"
                   " RESTART IDENTITY")
+        self.psql("SELECT runq.set_limit(scope, key, NULL) FROM runq.limits")
         self.psql("VACUUM ANALYZE runq.runs, runq.run_events, bench_minq,"
                   " bench_floor, bench_floor_events")
 
     def load_runq(self, n: int, priority: int, *, scheduled: bool = False,
-                  kind: str = "bench.cycle") -> None:
+                  kind: str = "bench.cycle", tenant: str = "'bench'") -> None:
         # Straight into the table, as a bulk load would: submit's own cost is
-        # measured on its own below.
+        # measured on its own below. tenant: an expression of g, 1..n.
         when = "now() + interval '1 day'" if scheduled else "NULL"
         self.psql(
             "INSERT INTO runq.runs"
             " (created_at, updated_at, scheduled_for, priority, tenant_id, kind)"
-            f" SELECT clock_timestamp(), now(), {when}, {priority}, 'bench', '{kind}'"
-            f" FROM generate_series(1, {n})")
+            f" SELECT clock_timestamp(), now(), {when}, {priority}, {tenant}, '{kind}'"
+            f" FROM generate_series(1, {n}) AS g")
 
     def load_minq(self, n: int, table: str = "bench_minq") -> None:
         self.psql(f"INSERT INTO {table} (state) SELECT 0 FROM generate_series(1, {n})")
@@ -231,6 +235,24 @@ class Bench:
         last = statistics.median(lat_in_order[-tenth:])
         return tps, first, last
 
+    @contextmanager
+    def held_snapshot(self, held: bool = True) -> Iterator[None]:
+        """Another session holds a snapshot (and an xid) from a second before
+        the block to its end, as a long report or a forgotten transaction does."""
+        if not held:
+            yield
+            return
+        holder = subprocess.Popen([str(PGBIN / "psql"), "-X", "-q", self.url],
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        assert holder.stdin
+        holder.stdin.write("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT txid_current();\n")
+        holder.stdin.flush()
+        time.sleep(1.0)
+        try:
+            yield
+        finally:
+            holder.communicate("COMMIT;\n")
+
     def held_xmin(self, queue: str) -> tuple[float, float, float, float]:
         """(tps before, p99 before, tps during, p99 during) at 16 clients."""
         s = self.sizes
@@ -244,16 +266,76 @@ class Bench:
         self.psql("VACUUM ANALYZE runq.runs, bench_minq")
         with tempfile.TemporaryDirectory() as d:
             tps0, lat0 = self.pgbench(script, 16, seconds=s.seconds, log_dir=d)
-        holder = subprocess.Popen(
-            [str(PGBIN / "psql"), "-X", "-q", self.url, "-c",
-             "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT txid_current();"
-             f" SELECT pg_sleep({s.hold_seconds + 2}); COMMIT;"],
-            stdout=subprocess.DEVNULL)
-        time.sleep(1.0)
-        with tempfile.TemporaryDirectory() as d:
+        with self.held_snapshot(), tempfile.TemporaryDirectory() as d:
             tps1, lat1 = self.pgbench(script, 16, seconds=s.hold_seconds, log_dir=d)
-        holder.wait()
         return tps0, percentile(lat0, 99), tps1, percentile(lat1, 99)
+
+    def set_limits(self, sql: str) -> None:
+        """Sets limits after a load, to the end submits under them would have
+        reached: set_limit parks the newest admitted runs over a limit, the
+        running ones keeping their slots. Loading under them would take time
+        quadratic in the load: each insert counts its keys' admitted runs,
+        with a plan made when the table was empty (a seq scan)."""
+        self.psql(sql)
+
+    def limits_cycle_rate(self, case: str, limited: bool, clients: int, held: bool) -> float:
+        """Cycles with concurrency limits set (limited) or none. "unreached":
+        every tenant and kind under a default of 1,000,000, the supply dealt
+        round 100 tenants. "saturated": the supply dealt round 12 tenants,
+        the first 6 limited to 2 running runs, so with more clients than
+        their 12 slots they sit at their limit, their deep backlogs parked and
+        admitted one by one as their runs complete. held: under a snapshot
+        held throughout, for hold_seconds instead of seconds."""
+        s = self.sizes
+        self.reset()
+        seconds = s.hold_seconds if held else s.seconds
+        unreached = case == "unreached"
+        # A supply for s.seconds, also for hold_seconds under a held snapshot:
+        # that slows the cycles several-fold, and the load is a quarter.
+        self.load_runq(40_000 * s.seconds, 10, tenant=f"'t' || g % {100 if unreached else 12}")
+        if limited and unreached:
+            self.set_limits("SELECT runq.set_limit('tenant', NULL, 1000000),"
+                            " runq.set_limit('kind', NULL, 1000000)")
+        elif limited:  # parks all but the 2 oldest runs of each limited tenant
+            self.set_limits("SELECT runq.set_limit('tenant', 't' || g, 2)"
+                            " FROM generate_series(0, 5) AS g")
+        self.psql("VACUUM ANALYZE runq.runs")
+        self.psql("CHECKPOINT")
+        with self.held_snapshot(held):
+            tps, _ = self.pgbench("cycle_runq.pgbench", clients, seconds=seconds)
+        if not unreached:  # the limited tenants' runs went on being claimed and completed
+            done = self.psql("SELECT count(*) FROM runq.runs WHERE status = 'succeeded'"
+                             " AND tenant_id IN ('t0', 't1', 't2', 't3', 't4', 't5')")
+            if int(done) < tps * seconds / 100:
+                sys.exit(f"limits {case}: only {done} runs of the limited tenants completed")
+        return tps
+
+    def limit_claim_latency(self, backlog: bool, held: bool = False) -> tuple[float, float]:
+        """Tenant b's interactive claims behind tenant a at its limit of 2
+        (running, claimed for an hour) with s.backlog queued runs older than
+        b's in the same class, parked as if submitted while a was at its
+        limit; or on the empty queue, without limits. held: under a snapshot held throughout."""
+        s = self.sizes
+        self.reset()
+        if backlog:
+            self.load_runq(2, 0, tenant="'a'")
+            self.psql("SELECT count(*) FROM runq.claim(ARRAY[0], 'bench', interval '1 hour', 2)")
+            self.load_runq(s.backlog, 0, tenant="'a'")
+        self.load_runq(s.latency_claims, 0, tenant="'b'")
+        if backlog:  # parks every queued run of a: its 2 running runs keep their slots
+            self.set_limits("SELECT runq.set_limit('tenant', 'a', 2)")
+        self.psql("VACUUM ANALYZE runq.runs")
+        self.psql("CHECKPOINT")
+        with self.held_snapshot(held), tempfile.TemporaryDirectory() as d:
+            _, lat = self.pgbench("claim_interactive.pgbench", 1,
+                                  transactions=s.latency_claims, log_dir=d)
+        running = self.psql("SELECT string_agg(tenant_id || ' ' || n, ', ' ORDER BY tenant_id)"
+                            " FROM (SELECT tenant_id, count(*) AS n FROM runq.runs"
+                            " WHERE status = 'running' GROUP BY 1) AS c")
+        want = f"a 2, b {s.latency_claims}" if backlog else f"b {s.latency_claims}"
+        if running != want:
+            sys.exit(f"limits: running {running}, not {want}")
+        return percentile(lat, 50), percentile(lat, 99)
 
     def submit(self) -> tuple[float, float]:
         s = self.sizes
@@ -454,6 +536,36 @@ def main() -> None:
         say("µs a run: a client's time per run (with one client, a call's latency, divided by"
             " the runs in it when batched).")
         say("")
+
+    if "limits" in only:
+        # Under a held snapshot at 16 clients only, as part xmin.
+        cases = [(case, clients, held) for case, counts in (("unreached", sizes.clients),
+                                                            ("saturated", (4, 16)))
+                 for held in (False, True) for clients in ((16,) if held else counts)]
+        limit_rates: dict[tuple[str, int, bool, bool], list[float]] = {}
+        for _ in range(sizes.reps):
+            for case, clients, held in cases:
+                for limited in (False, True):
+                    limit_rates.setdefault((case, clients, held, limited), []).append(
+                        bench.limits_cycle_rate(case, limited, clients, held))
+        say(f"## Claim + complete cycles under concurrency limits (median of {sizes.reps},"
+            f" {sizes.seconds} s each, {sizes.hold_seconds} s under a held snapshot)")
+        say("")
+        say("| tenants | clients | snapshot | no limits (tx/s) | limits | limits / none |")
+        say("|---|---:|---|---:|---:|---:|")
+        for case, clients, held in cases:
+            none, limits = (statistics.median(limit_rates[(case, clients, held, limited)])
+                            for limited in (False, True))
+            tenants = ("100, a default of 1,000,000 (never reached)" if case == "unreached"
+                       else "12, 6 of them at a limit of 2, deep backlogs")
+            say(f"| {tenants} | {clients} | {'held' if held else '-'} | {none:,.0f} | {limits:,.0f}"
+                f" | **{limits / none:.2f}** |")
+        say("")
+        labels = ("empty, no limits",
+                  f"behind tenant a at its limit of 2, {sizes.backlog:,} queued older, same class")
+        latency("Interactive claim of tenant b", bench.limit_claim_latency, labels)
+        latency("Interactive claim of tenant b, under a snapshot held through the claims",
+                lambda backlog: bench.limit_claim_latency(backlog, held=True), labels)
 
     if opts.out:
         opts.out.parent.mkdir(parents=True, exist_ok=True)

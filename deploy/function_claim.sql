@@ -1,7 +1,7 @@
 -- Deploy runq:function_claim to pg
 -- requires: table_runs
--- requires: index_runs_ready
--- requires: index_runs_ready_kind
+-- requires: index_runs_claimable
+-- requires: index_runs_claimable_kind
 -- requires: table_run_events
 -- requires: function__checkpoint_state
 -- requires: function__inputs_after
@@ -9,6 +9,8 @@
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 -- requires: argument_checks
+-- requires: function__swap_in
+-- requires: index_runs_parked
 
 BEGIN;
 
@@ -28,6 +30,15 @@ SET LOCAL statement_timeout = '10s';
 -- and, when one fails, named by the shared checks of argument_checks,
 -- instead of by rules written out twice. Same plan; the messages read as
 -- every other 22023 does.
+--
+-- Reworked after v0.1.3: it takes admitted runs only (NOT parked), from
+-- runs_claimable_idx and runs_claimable_kind_idx, where a run parked for a
+-- concurrency limit or a pause has no entry. That is all the claim does for
+-- limits and pauses: every admitted run may be taken without exceeding one
+-- (deploy/admission.sql), so it checks nothing and skips nothing. A claim
+-- that finds fewer runs than it asked for, while runs of its classes are
+-- parked, asks runq._swap_in for them once (a tenant's slots held by its own
+-- runs of other classes or kinds) and looks again.
 CREATE OR REPLACE FUNCTION runq.claim(
     classes    integer[],
     worker_id  text     DEFAULT NULL,
@@ -51,7 +62,10 @@ CREATE OR REPLACE FUNCTION runq.claim(
     SET jit = off
 AS $$
 DECLARE
-    v_now  timestamptz := clock_timestamp();
+    v_now     timestamptz := clock_timestamp();
+    v_wanted  integer := claim.max_runs;
+    v_got     bigint;
+    v_tried   boolean := false;
 BEGIN
     -- The rules, as the inlined predicates of deploy/argument_checks; when one
     -- fails, the checks raise 22023 naming the argument and its value. Only
@@ -67,17 +81,18 @@ BEGIN
     -- path) then plans and starts exactly what it did before kinds existed.
     -- The shared tail (chosen, claimed, logged and the result) is written
     -- twice for that reason; keep the two copies alike.
+    LOOP
     IF claim.kinds IS NULL THEN
-        -- Any kind: one walk of runs_ready_idx, the classes in order.
+        -- Any kind: one walk of runs_claimable_idx, the classes in order.
         RETURN QUERY
     WITH picked AS (
         SELECT r.run_id
           FROM runq.runs AS r
-         WHERE r.status = 'queued'
+         WHERE r.status = 'queued' AND NOT r.parked
            AND r.priority = ANY (claim.classes)
            AND r.ready_at <= v_now
          ORDER BY r.priority, r.ready_at, r.run_id
-         LIMIT claim.max_runs
+         LIMIT v_wanted
            FOR UPDATE SKIP LOCKED
     ), chosen AS (
         -- The default lease is read inside this statement, not by one more,
@@ -129,8 +144,8 @@ BEGIN
         RETURN QUERY
     WITH picked AS (
         -- These kinds only: the oldest max_runs of each (class, kind) from
-        -- runs_ready_kind_idx, then the oldest max_runs of those. A walk of
-        -- runs_ready_idx would read every queued run of other kinds ahead.
+        -- runs_claimable_kind_idx, then the oldest max_runs of those. A walk of
+        -- runs_claimable_idx would read every queued run of other kinds ahead.
         -- The runs a pair locked but the final LIMIT drops stay locked until
         -- this claim commits: a concurrent claim steps over them, as over any
         -- run another claim holds, and they keep their place.
@@ -140,15 +155,15 @@ BEGIN
          CROSS JOIN LATERAL (
                 SELECT r.run_id, r.priority, r.ready_at
                   FROM runq.runs AS r
-                 WHERE r.status = 'queued'
+                 WHERE r.status = 'queued' AND NOT r.parked
                    AND r.priority = cl.priority
                    AND r.kind = kd.kind
                    AND r.ready_at <= v_now
                  ORDER BY r.ready_at, r.run_id
-                 LIMIT claim.max_runs
+                 LIMIT v_wanted
                    FOR UPDATE SKIP LOCKED) AS p
          ORDER BY p.priority, p.ready_at, p.run_id
-         LIMIT claim.max_runs
+         LIMIT v_wanted
     ), chosen AS (
         -- The default lease is read inside this statement, not by one more,
         -- and as a scalar: runq.settings is never analyzed, and a join to it
@@ -192,6 +207,19 @@ BEGIN
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    v_wanted := v_wanted - v_got::integer;
+    -- Fewer runs than asked for, and some parked in these classes: a tenant
+    -- below its limit may have its slots held by admitted runs this claim
+    -- does not take (another class or kind); runq._swap_in parks those and
+    -- admits these, and the claim looks once more. A full claim never asks.
+    EXIT WHEN v_wanted = 0 OR v_tried
+           OR NOT EXISTS (SELECT FROM runq.runs AS r
+                           WHERE r.status = 'queued' AND r.parked
+                             AND r.priority = ANY (claim.classes));
+    v_tried := true;
+    EXIT WHEN runq._swap_in(claim.classes, claim.kinds, v_wanted) = 0;
+    END LOOP;
 END
 $$;
 
@@ -199,7 +227,7 @@ REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) FR
 GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) IS
-$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; runs skipped for their kind keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
 Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).$c$;
 
 COMMIT;

@@ -6,6 +6,7 @@
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 -- requires: argument_checks
+-- requires: admission
 
 BEGIN;
 
@@ -20,6 +21,9 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 (max_runs NULL or below 1).
 --
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+--
+-- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
+-- of the admissions (deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -81,6 +85,11 @@ BEGIN
         )
         SELECT x.run_id, 'expired'::text FROM expired AS x ORDER BY x.run_id;
     END IF;
+
+    -- What the admissions of the moment could not do: a run now due under a
+    -- limit, a slot freed while its key's lock was busy. Busy keys are only
+    -- tried: the next sweep comes soon.
+    PERFORM runq._rebalance(false);
 END
 $$;
 
@@ -88,7 +97,7 @@ REVOKE ALL ON FUNCTION runq.sweep(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.sweep(integer) IS
-$c$Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
+$c$Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
 Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;

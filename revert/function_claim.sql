@@ -1,5 +1,5 @@
 -- Revert runq:function_claim from pg
--- (back to claim as v0.1.2 released it)
+-- (back to claim as v0.1.3 released it)
 -- requires: table_runs
 -- requires: index_runs_ready
 -- requires: index_runs_ready_kind
@@ -9,6 +9,7 @@
 -- requires: table_settings
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -23,6 +24,11 @@ SET LOCAL statement_timeout = '10s';
 -- checkpoint and no inputs, so it reads nothing else; a resumed run also reads
 -- its newest checkpoint (one key lookup) and the inputs delivered after it,
 -- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
+--
+-- Reworked after v0.1.2: the arguments are tested by the shared predicates
+-- and, when one fails, named by the shared checks of argument_checks,
+-- instead of by rules written out twice. Same plan; the messages read as
+-- every other 22023 does.
 CREATE OR REPLACE FUNCTION runq.claim(
     classes    integer[],
     worker_id  text     DEFAULT NULL,
@@ -48,32 +54,14 @@ AS $$
 DECLARE
     v_now  timestamptz := clock_timestamp();
 BEGIN
-    -- One expression for good arguments; the detailed checks name what is wrong.
-    IF NOT coalesce(cardinality(claim.classes) > 0 AND array_ndims(claim.classes) = 1
-                    AND array_position(claim.classes, NULL) IS NULL
-                    AND 0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)
-                    AND claim.max_runs >= 1
-                    AND (claim.lease IS NULL OR claim.lease > interval '0'
-                         AND claim.lease < interval '1000 years'), false) THEN
-        IF claim.classes IS NULL OR cardinality(claim.classes) = 0
-           OR array_ndims(claim.classes) <> 1 THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('classes must be a non-empty one-dimensional array, got %s',
-                                 coalesce(left(claim.classes::text, 100), 'NULL'));
-        ELSIF array_position(claim.classes, NULL) IS NOT NULL
-              OR NOT (0 <= ALL (claim.classes) AND 32767 >= ALL (claim.classes)) THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('classes must be between 0 and 32767, got %s',
-                                 (SELECT coalesce(c::text, 'NULL') FROM unnest(claim.classes) AS c
-                                   WHERE c IS NULL OR c NOT BETWEEN 0 AND 32767 LIMIT 1));
-        ELSIF claim.max_runs IS NULL OR claim.max_runs < 1 THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('max_runs must be at least 1, got %s',
-                                 coalesce(claim.max_runs::text, 'NULL'));
-        ELSIF claim.lease <= interval '0' OR claim.lease >= interval '1000 years' THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('lease must be positive and under 1000 years, got %s', claim.lease);
-        END IF;
+    -- The rules, as the inlined predicates of deploy/argument_checks; when one
+    -- fails, the checks raise 22023 naming the argument and its value. Only
+    -- then: a check's message costs every claim that holds it.
+    IF NOT coalesce(runq._is_classes(claim.classes) AND runq._is_count(claim.max_runs)
+                    AND runq._is_duration(claim.lease), false) THEN
+        PERFORM runq._check_classes('classes', claim.classes)
+            AND runq._check_count('max_runs', claim.max_runs)
+            AND runq._check_duration('lease', claim.lease);
     END IF;
 
     -- Two statements, not one with two branches: a claim of any kind (the hot
@@ -135,11 +123,9 @@ BEGIN
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
-        IF NOT coalesce(cardinality(claim.kinds) > 0 AND array_ndims(claim.kinds) = 1
-                        AND array_position(claim.kinds, NULL) IS NULL, false) THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = format('kinds must be NULL or a non-empty one-dimensional array without NULLs, got %s',
-                                 left(claim.kinds::text, 200));
+        -- kinds is tested here, off the claim of any kind.
+        IF NOT coalesce(runq._is_names(claim.kinds), false) THEN
+            PERFORM runq._check_names('kinds', claim.kinds);
         END IF;
         RETURN QUERY
     WITH picked AS (

@@ -1,11 +1,12 @@
 -- Revert runq:function_sweep from pg
--- (back to sweep as v0.1.2 released it)
+-- (back to sweep as v0.1.3 released it)
 -- requires: table_runs
 -- requires: index_runs_held
 -- requires: index_runs_queue_expiry
 -- requires: function__expire_leases
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -17,7 +18,9 @@ SET LOCAL statement_timeout = '10s';
 -- sweepers split the work and a run is decided once. Up to max_runs runs in
 -- all: first running runs whose lease has expired (oldest expiry first,
 -- through runq._expire_leases), then queued runs past their queue_ttl.
--- Raises 22023 (max_runs below 1).
+-- Raises 22023 (max_runs NULL or below 1).
+--
+-- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -29,10 +32,10 @@ DECLARE
     v_now      timestamptz := clock_timestamp();
     v_expired  bigint[];
 BEGIN
-    IF sweep.max_runs IS NULL OR sweep.max_runs < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_runs must be at least 1, got %s',
-                             coalesce(sweep.max_runs::text, 'NULL'));
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', sweep.max_runs) THEN
     END IF;
 
     SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
@@ -87,6 +90,6 @@ GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.sweep(integer) IS
 $c$Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
-Raises 22023 (max_runs below 1).$c$;
+Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;

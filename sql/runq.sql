@@ -4020,7 +4020,7 @@ COMMENT ON FUNCTION runq._run_not_found(bigint) IS
 
 COMMIT;
 
--- ==== deploy/function_claim.sql ====
+-- ==== deploy/function_claim@v0.1.3.sql ====
 
 -- Deploy runq:function_claim to pg
 -- requires: table_runs
@@ -4545,7 +4545,7 @@ Raises 22023 (NULL run_id or epoch, a call_id or tool not of 1 to 256 characters
 
 COMMIT;
 
--- ==== deploy/function_sweep.sql ====
+-- ==== deploy/function_sweep@v0.1.3.sql ====
 
 -- Deploy runq:function_sweep to pg
 -- requires: table_runs
@@ -5786,5 +5786,1551 @@ GRANT EXECUTE ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) TO run
 COMMENT ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) IS
 $c$runq.complete for many runs in one statement: the run run_ids[i] under epochs[i] succeeds with results[i] (NULL results: a NULL result for each), one row per element in the order given. completed is what runq.complete would return for it: true, or false when that run is fenced (one run.fenced event).
 Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).$c$;
+
+COMMIT;
+
+-- ==== deploy/column_runs_parked.sql ====
+
+-- Deploy runq:column_runs_parked to pg
+-- requires: table_runs
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
+
+BEGIN;
+
+-- A constant default: PostgreSQL 11+ stores it in the catalog and rewrites no
+-- row, so this is a brief ACCESS EXCLUSIVE lock however many runs there are.
+-- The lock still queues behind any open transaction on runs (and every writer
+-- queues behind it), hence the short lock timeout: retry the deploy if it hits.
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+ALTER TABLE runq.runs ADD COLUMN parked boolean NOT NULL DEFAULT false;
+
+COMMENT ON COLUMN runq.runs.parked IS
+    'A queued run held out of the claim''s indexes, for a concurrency limit, a pause, or until due under a limit; meaningful only while status = ''queued''.';
+
+COMMIT;
+
+-- ==== deploy/index_runs_claimable.sql ====
+
+-- Deploy runq:index_runs_claimable to pg
+-- requires: column_runs_parked
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- What claim walks: runs_ready_idx without the parked runs. A run parked for
+-- a limit or a pause has no entry here, so a saturated tenant's backlog of a
+-- million runs costs a claim of another tenant nothing (with the parked runs
+-- in the index, such a claim stepped over all of them: 400 ms, not 0.13 ms;
+-- study/limits/RESULTS.md on branch wt-limits-study).
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs: minutes on 100 million runs), and it waits for every
+-- transaction already open. Neither wait blocks a writer, so no timeout: one
+-- would only leave an INVALID index behind. A failed build leaves one too;
+-- this script drops such a leftover first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_claimable_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_claimable_idx ON runq.runs (priority, ready_at, run_id)
+    WHERE status = 'queued' AND NOT parked;
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/index_runs_claimable_kind.sql ====
+
+-- Deploy runq:index_runs_claimable_kind to pg
+-- requires: column_runs_parked
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- What a claim with kinds walks: runs_ready_kind_idx without the parked runs.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs: minutes on 100 million runs), and it waits for every
+-- transaction already open. Neither wait blocks a writer, so no timeout: one
+-- would only leave an INVALID index behind. A failed build leaves one too;
+-- this script drops such a leftover first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_claimable_kind_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_claimable_kind_idx ON runq.runs (priority, kind, ready_at, run_id)
+    WHERE status = 'queued' AND NOT parked;
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/index_runs_queued_tenant.sql ====
+
+-- Deploy runq:index_runs_queued_tenant to pg
+-- requires: column_runs_parked
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- A tenant's queued runs: (false, tenant) the admitted ones its limit counts
+-- (the claim may take them at any time), (true, tenant) the parked ones in
+-- claim order, the next to admit first; and, leading with parked, the
+-- tenants that have parked runs, one probe each. A submit and a requeue
+-- write an entry here, a claim none.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs: minutes on 100 million runs), and it waits for every
+-- transaction already open. Neither wait blocks a writer, so no timeout: one
+-- would only leave an INVALID index behind. A failed build leaves one too;
+-- this script drops such a leftover first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_queued_tenant_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_queued_tenant_idx ON runq.runs (parked, tenant_id, priority, ready_at, run_id)
+    WHERE status = 'queued';
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/index_runs_queued_kind.sql ====
+
+-- Deploy runq:index_runs_queued_kind to pg
+-- requires: column_runs_parked
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- runs_queued_tenant_idx for kind limits: a kind's admitted queued runs, its
+-- parked runs in claim order, and the kinds that have parked runs.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs: minutes on 100 million runs), and it waits for every
+-- transaction already open. Neither wait blocks a writer, so no timeout: one
+-- would only leave an INVALID index behind. A failed build leaves one too;
+-- this script drops such a leftover first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_queued_kind_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_queued_kind_idx ON runq.runs (parked, kind, priority, ready_at, run_id)
+    WHERE status = 'queued';
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/index_runs_running_tenant.sql ====
+
+-- Deploy runq:index_runs_running_tenant to pg
+-- requires: table_runs
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- A tenant's running runs, which its limit counts: as small as the number
+-- of runs running, so the entry each claim writes here is cheap (in an index
+-- of every queued run it cost a claim a descent of a big tree). lease is
+-- never NULL while running (runs_leased_iff_running), but a fenced write's
+-- WHERE (run_id, status = 'running') does not imply it, so no such write can
+-- take this index for the primary key when the statistics are stale (a scan
+-- of every running run: tests/pgtap/21_write_plan.sql). Not lease_expires_at,
+-- which a heartbeat changes: a column of a predicate makes updates of it not HOT.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs: minutes on 100 million runs), and it waits for every
+-- transaction already open. Neither wait blocks a writer, so no timeout: one
+-- would only leave an INVALID index behind. A failed build leaves one too;
+-- this script drops such a leftover first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_running_tenant_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_running_tenant_idx ON runq.runs (tenant_id)
+    WHERE status = 'running' AND lease IS NOT NULL;
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/index_runs_running_kind.sql ====
+
+-- Deploy runq:index_runs_running_kind to pg
+-- requires: table_runs
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- A kind's running runs, which its limit counts (runs_running_tenant_idx
+-- for kinds; why lease IS NOT NULL: there).
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs: minutes on 100 million runs), and it waits for every
+-- transaction already open. Neither wait blocks a writer, so no timeout: one
+-- would only leave an INVALID index behind. A failed build leaves one too;
+-- this script drops such a leftover first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_running_kind_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_running_kind_idx ON runq.runs (kind)
+    WHERE status = 'running' AND lease IS NOT NULL;
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/table_limit_settings.sql ====
+
+-- Deploy runq:table_limit_settings to pg
+-- requires: schema_runq
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The concurrency limits runq.set_limit writes. key NULL is the default of its
+-- scope, for every tenant (or kind) without a row of its own; NULLS NOT
+-- DISTINCT makes that default one row, like every key.
+CREATE TABLE runq.limit_settings (
+    scope        text    NOT NULL CHECK (scope IN ('tenant', 'kind')),
+    key          text,
+    max_running  bigint  NOT NULL CHECK (max_running >= 1),
+    CONSTRAINT limit_settings_key UNIQUE NULLS NOT DISTINCT (scope, key)
+);
+
+-- A lowered limit that running runs still exceed: each run of the key that
+-- leaves its slot pays one unit instead of handing the slot on, so no parked
+-- run is admitted until the count is under the new limit.
+CREATE TABLE runq.limit_debts (
+    scope  text    NOT NULL CHECK (scope IN ('tenant', 'kind')),
+    key    text    NOT NULL,
+    debt   bigint  NOT NULL CHECK (debt >= 1),
+    PRIMARY KEY (scope, key)
+);
+
+COMMENT ON TABLE runq.limit_settings IS
+    'Concurrency limits per tenant or kind (key NULL: the default of the scope); written by runq.set_limit.';
+COMMENT ON TABLE runq.limit_debts IS
+    'Slots a lowered limit still owes: runs of the key that leave running pay them before a parked run is admitted.';
+
+COMMIT;
+
+-- ==== deploy/table_pause_settings.sql ====
+
+-- Deploy runq:table_pause_settings to pg
+-- requires: schema_runq
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- What runq.pause stopped. A class key is the class as text ('10'), so one
+-- key column serves every scope; runq.pause checks it is a class.
+CREATE TABLE runq.pause_settings (
+    scope      text        NOT NULL CHECK (scope IN ('class', 'kind', 'tenant', 'schedule')),
+    key        text        NOT NULL,
+    reason     text,
+    paused_at  timestamptz NOT NULL,
+    PRIMARY KEY (scope, key)
+);
+
+COMMENT ON TABLE runq.pause_settings IS
+    'Paused classes, kinds, tenants and schedules; written by runq.pause and runq.resume.';
+
+COMMIT;
+
+-- ==== deploy/admission.sql ====
+
+-- Deploy runq:admission to pg
+-- requires: column_runs_parked
+-- requires: index_runs_queued_tenant
+-- requires: index_runs_queued_kind
+-- requires: index_runs_running_tenant
+-- requires: index_runs_running_kind
+-- requires: table_limit_settings
+-- requires: table_pause_settings
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- How concurrency limits and pauses are enforced without costing the claim.
+--
+-- A queued run is either admitted (claimable: in runs_claimable_idx) or
+-- parked (runs.parked, in no index the claim reads). For every limited key
+-- (a tenant or a kind with a limit) the runs it counts, running ones and
+-- admitted queued ones, never outnumber its limit. So a claim may take any
+-- admitted run and never exceed a limit; it checks nothing and skips nothing,
+-- and a saturated tenant's backlog is out of its way. What keeps the rule:
+--   * a run entering 'queued' from outside (submit, deliver_input, redrive)
+--     is admitted only if its keys have room, counted while holding each
+--     key's lock (runq._admissible); the claim moves a run from admitted to
+--     running and changes no count;
+--   * a run leaving its slot hands it to the oldest parked run that needs
+--     nothing but that slot (runq._hand_on_slot), which changes no count
+--     either, so it needs no lock and no count;
+--   * what needs a count and finds a key busy is left to the next sweep
+--     (runq._rebalance), which also admits runs whose time came.
+-- Everything that reads the limits or pauses to admit takes the settings lock
+-- shared; set_limit, pause and resume take it exclusive, so no admission
+-- straddles a change of the rules.
+--
+-- Advisory locks, transaction-scoped: the settings lock, then a tenant's,
+-- then a kind's; a waiting lock is only ever taken in that order, and keys
+-- beyond it only with a try, so admissions cannot deadlock each other.
+
+-- The effective limit of a key: its own row, else its scope's default; NULL
+-- when unlimited.
+CREATE FUNCTION runq._limit_of(scope text, key text)
+    RETURNS bigint
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN (SELECT l.max_running
+          FROM runq.limit_settings AS l
+         WHERE l.scope = _limit_of.scope
+           AND (l.key = _limit_of.key OR l.key IS NULL)
+         ORDER BY l.key IS NULL
+         LIMIT 1);
+
+-- The runs a key's limit counts: running, and queued but admitted. Two
+-- index ranges of at most the limit's live entries each.
+CREATE FUNCTION runq._taken(scope text, key text)
+    RETURNS bigint
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE _taken.scope
+       WHEN 'tenant' THEN (SELECT count(*) FROM runq.runs AS r
+                            WHERE r.tenant_id = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+                        + (SELECT count(*) FROM runq.runs AS r
+                            WHERE NOT r.parked AND r.tenant_id = _taken.key AND r.status = 'queued')
+       ELSE (SELECT count(*) FROM runq.runs AS r
+              WHERE r.kind = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+          + (SELECT count(*) FROM runq.runs AS r
+              WHERE NOT r.parked AND r.kind = _taken.key AND r.status = 'queued')
+       END;
+
+CREATE FUNCTION runq._paused(priority integer, kind text, tenant_id text)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN EXISTS (SELECT FROM runq.pause_settings AS p
+                WHERE (p.scope = 'class' AND p.key = _paused.priority::text)
+                   OR (p.scope = 'kind' AND p.key = _paused.kind)
+                   OR (p.scope = 'tenant' AND p.key = _paused.tenant_id));
+
+-- A count taken after a key's lock is exact only if the statement's snapshot
+-- is newer than the lock: so under READ COMMITTED only. In a REPEATABLE READ
+-- or SERIALIZABLE transaction nothing is admitted by a count (a run entering
+-- the queue under a limit is parked); the next admission that can count, a
+-- slot handed on or the sweep, admits it.
+CREATE FUNCTION runq._counts_are_fresh()
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN current_setting('transaction_isolation') = 'read committed';
+
+-- The lock of the limits and pauses, and of one key. The key's lock is held
+-- by whoever counts it to admit; a hash collision only serializes two keys.
+CREATE FUNCTION runq._settings_lock()
+    RETURNS bigint
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN hashtextextended('runq settings', 0);
+
+CREATE FUNCTION runq._key_lock(scope text, key text)
+    RETURNS bigint
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN hashtextextended('runq ' || scope || ' ' || key, 0);
+
+-- Takes one unit of a lowered limit's debt from each key of a run leaving its
+-- slot; true when there was one to take (the slot then goes to nobody).
+-- Callers look first whether runq.limit_debts holds any row at all: it is
+-- empty but for a while after a limit was lowered below its running count.
+CREATE FUNCTION runq._pay_debt(tenant_id text, kind text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_paid boolean;
+BEGIN
+    WITH owed AS (
+        SELECT d.scope, d.key, d.debt
+          FROM runq.limit_debts AS d
+         WHERE (d.scope, d.key) IN (('tenant', _pay_debt.tenant_id), ('kind', _pay_debt.kind))
+           FOR UPDATE
+    ), paid AS (
+        DELETE FROM runq.limit_debts AS d
+         USING owed AS o
+         WHERE d.scope = o.scope AND d.key = o.key AND o.debt = 1
+    ), lowered AS (
+        UPDATE runq.limit_debts AS d
+           SET debt = d.debt - 1
+          FROM owed AS o
+         WHERE d.scope = o.scope AND d.key = o.key AND o.debt > 1
+    )
+    SELECT count(*) > 0 INTO v_paid FROM owed;
+    RETURN v_paid;
+END
+$$;
+
+-- May a run with these keys be admitted now? Not under a pause; always when
+-- no limit applies; under a limit, only once due (a run scheduled for later
+-- would hold a slot it cannot use) and only while each limited key has room.
+-- Takes the settings lock shared and each limited key's lock, waiting, or
+-- with wait false only trying (false when a key is busy). The locks are held
+-- to the end of the transaction, so the run it admits counts for the next.
+CREATE FUNCTION runq._admissible(tenant_id text, kind text, priority integer,
+                                 ready_at timestamptz, wait boolean)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant_limit  bigint;
+    v_kind_limit    bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    IF runq._paused(priority, kind, tenant_id) THEN
+        RETURN false;
+    END IF;
+    v_tenant_limit := runq._limit_of('tenant', tenant_id);
+    v_kind_limit := runq._limit_of('kind', kind);
+    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
+        RETURN true;
+    END IF;
+    IF ready_at > clock_timestamp() OR NOT runq._counts_are_fresh() THEN
+        RETURN false;
+    END IF;
+    IF v_tenant_limit IS NOT NULL THEN
+        IF wait THEN
+            PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', tenant_id));
+        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', tenant_id)) THEN
+            RETURN false;
+        END IF;
+        IF runq._taken('tenant', tenant_id) >= v_tenant_limit THEN
+            RETURN false;
+        END IF;
+    END IF;
+    IF v_kind_limit IS NOT NULL THEN
+        IF wait THEN
+            PERFORM pg_advisory_xact_lock(runq._key_lock('kind', kind));
+        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('kind', kind)) THEN
+            RETURN false;
+        END IF;
+        IF runq._taken('kind', kind) >= v_kind_limit THEN
+            RETURN false;
+        END IF;
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- Admits the parked runs of one limited key, oldest in claim order first,
+-- while it has room; each run also needs room in its other key, tried, not
+-- waited for. Looks at most room + 100 runs: the rest waits for the next
+-- call. Returns how many it admitted.
+CREATE FUNCTION runq._admit_parked(scope text, key text, wait boolean)
+    RETURNS integer
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_limit     bigint := runq._limit_of(scope, key);
+    v_room      bigint;
+    v_admitted  integer := 0;
+    v_run       record;
+BEGIN
+    IF v_limit IS NULL OR NOT runq._counts_are_fresh() THEN
+        RETURN 0;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    IF wait THEN
+        PERFORM pg_advisory_xact_lock(runq._key_lock(scope, key));
+    ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
+        RETURN 0;
+    END IF;
+    v_room := v_limit - runq._taken(scope, key);
+    IF v_room <= 0 THEN
+        RETURN 0;
+    END IF;
+    FOR v_run IN
+        SELECT r.run_id, r.tenant_id::text AS tenant_id, r.kind::text AS kind
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND CASE _admit_parked.scope WHEN 'tenant' THEN r.tenant_id = _admit_parked.key
+                                        ELSE r.kind = _admit_parked.key END
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT v_room + 100
+           FOR UPDATE SKIP LOCKED
+    LOOP
+        -- The other key of this run: room there too, or the next run.
+        CONTINUE WHEN NOT (CASE _admit_parked.scope
+            WHEN 'tenant' THEN runq._room_tried('kind', v_run.kind)
+            ELSE runq._room_tried('tenant', v_run.tenant_id) END);
+        UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
+         WHERE r.run_id = v_run.run_id;
+        v_admitted := v_admitted + 1;
+        v_room := v_room - 1;
+        EXIT WHEN v_room = 0;
+    END LOOP;
+    IF v_admitted > 0 THEN
+        PERFORM pg_notify('runq', '');
+    END IF;
+    RETURN v_admitted;
+END
+$$;
+
+-- Room in a key for one more run, its lock only tried: true when unlimited,
+-- or locked and under its limit.
+CREATE FUNCTION runq._room_tried(scope text, key text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_limit bigint := runq._limit_of(scope, key);
+BEGIN
+    RETURN v_limit IS NULL
+        OR (runq._counts_are_fresh()
+            AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))
+            AND runq._taken(scope, key) < v_limit);
+END
+$$;
+
+-- Puts right what admissions left: parked runs whose keys have room (a run
+-- now due, a slot freed while its key's lock was busy, a limit raised), and
+-- debts the counts have paid. thorough (set_limit, resume) also frees every
+-- parked run that no limit or pause holds any more, reading all parked runs,
+-- and waits for busy keys; the sweep only tries them.
+CREATE FUNCTION runq._rebalance(thorough boolean)
+    RETURNS void
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key     text;
+    v_freed   bigint;
+BEGIN
+    IF thorough THEN
+        UPDATE runq.runs AS r
+           SET parked = false, updated_at = clock_timestamp()
+         WHERE r.parked AND r.status = 'queued'
+           AND runq._limit_of('tenant', r.tenant_id) IS NULL
+           AND runq._limit_of('kind', r.kind) IS NULL
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id);
+        GET DIAGNOSTICS v_freed = ROW_COUNT;
+        IF v_freed > 0 THEN
+            PERFORM pg_notify('runq', '');
+        END IF;
+    END IF;
+    -- The tenants, then the kinds, with parked runs: one index probe each
+    -- (a loose scan of runs_queued_tenant_idx and runs_queued_kind_idx), however many runs they park.
+    FOR v_key IN
+        WITH RECURSIVE t (key) AS (
+            (SELECT r.tenant_id::text FROM runq.runs AS r
+              WHERE r.parked AND r.status = 'queued'
+              ORDER BY r.tenant_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT r.tenant_id::text FROM runq.runs AS r
+                     WHERE r.parked AND r.status = 'queued' AND r.tenant_id > t.key
+                     ORDER BY r.tenant_id LIMIT 1)
+              FROM t WHERE t.key IS NOT NULL)
+        SELECT t.key FROM t WHERE t.key IS NOT NULL
+    LOOP
+        PERFORM runq._admit_parked('tenant', v_key, thorough);
+    END LOOP;
+    FOR v_key IN
+        WITH RECURSIVE k (key) AS (
+            (SELECT r.kind::text FROM runq.runs AS r
+              WHERE r.parked AND r.status = 'queued'
+              ORDER BY r.kind LIMIT 1)
+            UNION ALL
+            SELECT (SELECT r.kind::text FROM runq.runs AS r
+                     WHERE r.parked AND r.status = 'queued' AND r.kind > k.key
+                     ORDER BY r.kind LIMIT 1)
+              FROM k WHERE k.key IS NOT NULL)
+        SELECT k.key FROM k WHERE k.key IS NOT NULL
+    LOOP
+        PERFORM runq._admit_parked('kind', v_key, thorough);
+    END LOOP;
+    -- A debt is what the running runs exceed their limit by; once the count
+    -- says less, the rest is forgiven.
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._counts_are_fresh() THEN
+        DELETE FROM runq.limit_debts AS d
+         WHERE runq._limit_of(d.scope, d.key) IS NULL
+            OR runq._taken(d.scope, d.key) <= runq._limit_of(d.scope, d.key);
+        UPDATE runq.limit_debts AS d
+           SET debt = runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key)
+         WHERE d.debt > runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key);
+    END IF;
+END
+$$;
+
+-- BEFORE INSERT, and BEFORE UPDATE OF status into 'queued': decides parked.
+-- A run coming back from running (a release, a requeue) still holds its slot:
+-- it is parked only under a pause, or to pay a lowered limit's debt. Any
+-- other run entering the queue must be admitted.
+CREATE FUNCTION runq._park_on_entry()
+    RETURNS trigger
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.status = 'running' THEN
+        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+        NEW.parked := runq._paused(NEW.priority, NEW.kind, NEW.tenant_id)
+                      OR (EXISTS (SELECT FROM runq.limit_debts)
+                          AND runq._pay_debt(NEW.tenant_id, NEW.kind));
+    ELSE
+        -- ready_at is a generated column: not computed yet before the row is.
+        NEW.parked := NOT runq._admissible(NEW.tenant_id, NEW.kind, NEW.priority,
+                                           coalesce(NEW.scheduled_for, NEW.created_at), true);
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+-- AFTER UPDATE OF status out of a slot (running, or admitted and queued, to
+-- anything but those): the slot goes to the oldest due parked run of the same
+-- limited key whose other key is the same or unlimited, so no count changes
+-- and nothing needs a lock; a lowered limit's debt is paid first. Other
+-- parked runs of the key are left to an admission that counts, tried here.
+CREATE FUNCTION runq._hand_on_slot()
+    RETURNS trigger
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant_limit  bigint;
+    v_kind_limit    bigint;
+    v_next          bigint;
+BEGIN
+    -- The common ends first: no limit, or no parked run to hand the slot to.
+    -- One statement for both limits and the probe: each costs a plan run.
+    SELECT runq._limit_of('tenant', OLD.tenant_id), runq._limit_of('kind', OLD.kind)
+      INTO v_tenant_limit, v_kind_limit;
+    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(OLD.tenant_id, OLD.kind) THEN
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (SELECT FROM runq.runs AS r
+                    WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id)
+       AND NOT EXISTS (SELECT FROM runq.runs AS r
+                        WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    IF v_tenant_limit IS NOT NULL THEN
+        SELECT r.run_id INTO v_next
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND r.tenant_id = OLD.tenant_id
+           AND (r.kind = OLD.kind OR runq._limit_of('kind', r.kind) IS NULL)
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    ELSE
+        SELECT r.run_id INTO v_next
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND r.kind = OLD.kind
+           AND (r.tenant_id = OLD.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    END IF;
+    IF v_next IS NOT NULL THEN
+        UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
+         WHERE r.run_id = v_next;
+        PERFORM pg_notify('runq', '');
+    ELSE
+        -- Parked runs that need a count of their other key.
+        PERFORM runq._admit_parked('tenant', OLD.tenant_id, false)
+          WHERE v_tenant_limit IS NOT NULL;
+        PERFORM runq._admit_parked('kind', OLD.kind, false)
+          WHERE v_kind_limit IS NOT NULL;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._limit_of(text, text), runq._taken(text, text), runq._counts_are_fresh(),
+    runq._paused(integer, text, text), runq._settings_lock(), runq._key_lock(text, text),
+    runq._pay_debt(text, text), runq._admissible(text, text, integer, timestamptz, boolean),
+    runq._admit_parked(text, text, boolean), runq._room_tried(text, text),
+    runq._rebalance(boolean), runq._park_on_entry(), runq._hand_on_slot()
+    FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._limit_of(text, text) IS
+    'The concurrency limit that applies to a tenant or kind: its own row, else the scope''s default; NULL when unlimited.';
+COMMENT ON FUNCTION runq._taken(text, text) IS
+    'How many runs a key''s limit counts now: running, and queued but admitted.';
+COMMENT ON FUNCTION runq._paused(integer, text, text) IS
+    'Whether a pause holds a run of this class, kind and tenant.';
+COMMENT ON FUNCTION runq._counts_are_fresh() IS
+    'Whether a count taken after a lock sees every commit before it: under READ COMMITTED only.';
+COMMENT ON FUNCTION runq._settings_lock() IS
+    'The advisory lock key of the limits and pauses: shared by admissions, exclusive for set_limit, pause and resume.';
+COMMENT ON FUNCTION runq._key_lock(text, text) IS
+    'The advisory lock key of one tenant or kind, held by whoever counts it to admit a run.';
+COMMENT ON FUNCTION runq._pay_debt(text, text) IS
+    'Takes one unit of a lowered limit''s debt from the keys of a run leaving its slot; true when there was one.';
+COMMENT ON FUNCTION runq._admissible(text, text, integer, timestamptz, boolean) IS
+    'Whether a run with these keys may be admitted now, holding the locks of its limited keys until commit.';
+COMMENT ON FUNCTION runq._admit_parked(text, text, boolean) IS
+    'Admits parked runs of one limited key in claim order while it has room; returns how many.';
+COMMENT ON FUNCTION runq._room_tried(text, text) IS
+    'Room for one more run in a key whose lock is only tried: true when unlimited, or locked and under its limit.';
+COMMENT ON FUNCTION runq._rebalance(boolean) IS
+    'Admits parked runs whose keys have room and settles debts; thorough also frees runs no limit or pause holds.';
+COMMENT ON FUNCTION runq._park_on_entry() IS
+    'Trigger: decides whether a run entering the queue is admitted or parked.';
+COMMENT ON FUNCTION runq._hand_on_slot() IS
+    'Trigger: hands the slot of a run leaving it to the oldest parked run that needs only that slot.';
+
+COMMIT;
+
+-- ==== deploy/trigger_runs_admission.sql ====
+
+-- Deploy runq:trigger_runs_admission to pg
+-- requires: admission
+-- Locks: SHARE ROW EXCLUSIVE on runq.runs for three catalog updates, waiting at most 2 s for it.
+
+BEGIN;
+
+-- CREATE TRIGGER takes SHARE ROW EXCLUSIVE on runs for a moment: it queues
+-- behind open writers and every writer behind it, hence the short timeout.
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Every way into the queue and out of a slot passes here, whichever function
+-- wrote it (deploy/admission.sql says why). The claim (queued to running) and
+-- the heartbeat (no status in its SET list) fire none of them.
+CREATE TRIGGER runs_admit_new BEFORE INSERT ON runq.runs
+    FOR EACH ROW WHEN (NEW.status = 'queued')
+    EXECUTE FUNCTION runq._park_on_entry();
+
+CREATE TRIGGER runs_admit_requeued BEFORE UPDATE OF status ON runq.runs
+    FOR EACH ROW WHEN (OLD.status <> 'queued' AND NEW.status = 'queued')
+    EXECUTE FUNCTION runq._park_on_entry();
+
+CREATE TRIGGER runs_hand_on_slot AFTER UPDATE OF status ON runq.runs
+    FOR EACH ROW WHEN (OLD.status IN ('queued', 'running') AND NOT OLD.parked
+                       AND NEW.status NOT IN ('queued', 'running'))
+    EXECUTE FUNCTION runq._hand_on_slot();
+
+COMMIT;
+
+-- ==== deploy/function_set_limit.sql ====
+
+-- Deploy runq:function_set_limit to pg
+-- requires: admission
+-- requires: table_limit_settings
+-- requires: argument_checks
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators. Holds the settings lock exclusive, so no admission
+-- runs under the old limit once this one commits. A lower limit parks the
+-- newest admitted runs over it at once (running runs are never touched) and
+-- leaves a debt for the running runs still over it; a higher one admits
+-- parked runs up to it. A default (key NULL) applies to every key of the
+-- scope without its own row, so changing it reads every admitted run of the
+-- scope: a statement of seconds behind a queue of millions.
+CREATE FUNCTION runq.set_limit(scope text, key text, max_running integer)
+    RETURNS void
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF runq._check_choice('scope', set_limit.scope, 'tenant, kind')
+       AND runq._check_identifier('key', set_limit.key, true)
+       AND (set_limit.max_running IS NULL OR runq._check_count('max_running', set_limit.max_running)) THEN
+    END IF;
+    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+
+    IF set_limit.max_running IS NULL THEN
+        DELETE FROM runq.limit_settings AS l
+         WHERE l.scope = set_limit.scope AND l.key IS NOT DISTINCT FROM set_limit.key;
+    ELSE
+        INSERT INTO runq.limit_settings AS l (scope, key, max_running)
+        VALUES (set_limit.scope, set_limit.key, set_limit.max_running)
+            ON CONFLICT (scope, key) DO UPDATE SET max_running = EXCLUDED.max_running;
+    END IF;
+
+    -- Each key of the scope this row governs, with its admitted runs ranked:
+    -- running first (they keep their slots), then in claim order. A keyed row
+    -- reads its key's index ranges; a default, every admitted run.
+    WITH admitted AS (
+        SELECT r.run_id, r.status, r.tenant_id::text AS key, r.priority, r.ready_at
+          FROM runq.runs AS r
+         WHERE set_limit.scope = 'tenant' AND set_limit.key IS NOT NULL
+           AND r.tenant_id = set_limit.key AND r.status IN ('queued', 'running') AND NOT r.parked
+        UNION ALL
+        SELECT r.run_id, r.status, r.kind::text, r.priority, r.ready_at
+          FROM runq.runs AS r
+         WHERE set_limit.scope = 'kind' AND set_limit.key IS NOT NULL
+           AND r.kind = set_limit.key AND r.status IN ('queued', 'running') AND NOT r.parked
+        UNION ALL
+        SELECT r.run_id, r.status, r.tenant_id::text, r.priority, r.ready_at
+          FROM runq.runs AS r
+         WHERE set_limit.scope = 'tenant' AND set_limit.key IS NULL
+           AND r.status IN ('queued', 'running') AND NOT r.parked
+        UNION ALL
+        SELECT r.run_id, r.status, r.kind::text, r.priority, r.ready_at
+          FROM runq.runs AS r
+         WHERE set_limit.scope = 'kind' AND set_limit.key IS NULL
+           AND r.status IN ('queued', 'running') AND NOT r.parked
+    ), ranked AS (
+        SELECT a.run_id, a.status, a.key, runq._limit_of(set_limit.scope, a.key) AS max_running,
+               row_number() OVER (PARTITION BY a.key
+                                  ORDER BY a.status = 'running' DESC, a.priority, a.ready_at, a.run_id) AS n
+          FROM admitted AS a
+         WHERE set_limit.key IS NOT NULL
+            OR NOT EXISTS (SELECT FROM runq.limit_settings AS o
+                            WHERE o.scope = set_limit.scope AND o.key = a.key)
+    ), parked AS (
+        UPDATE runq.runs AS r
+           SET parked = true, updated_at = clock_timestamp()
+          FROM ranked AS x
+         WHERE r.run_id = x.run_id AND x.status = 'queued' AND x.n > x.max_running
+    )
+    INSERT INTO runq.limit_debts AS d (scope, key, debt)
+    SELECT set_limit.scope, x.key, count(*) - min(x.max_running)
+      FROM ranked AS x
+     WHERE x.status = 'running' AND x.max_running IS NOT NULL
+     GROUP BY x.key
+    HAVING count(*) > min(x.max_running)
+        ON CONFLICT (scope, key) DO UPDATE SET debt = EXCLUDED.debt;
+
+    -- A key with no run over its limit owes nothing; one with room admits.
+    PERFORM runq._rebalance(true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.set_limit(text, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.set_limit(text, text, integer) TO runq_admin;
+
+COMMENT ON FUNCTION runq.set_limit(text, text, integer) IS
+$c$Set how many runs of one tenant or kind (scope 'tenant' or 'kind') may be running at once; key NULL sets the default for every tenant (or kind) without a row of its own; max_running NULL removes the row. claim never exceeds a limit, however many workers claim at once; waiting_for_user runs do not count. Runs over a limit stay queued, keep their place and are claimed as slots free; lowering a limit below the running count stops new claims for that key until the count falls under it (running runs go on).
+Raises 22023 (scope not tenant or kind, a key of over 256 characters or empty, max_running below 1).$c$;
+
+COMMIT;
+
+-- ==== deploy/argument_check_class_key.sql ====
+
+-- Deploy runq:argument_check_class_key to pg
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- A class given as the key of a pause ('10'): written as the class prints,
+-- so that one class is one key ('010' would be a second pause of class 10
+-- that runq._paused, comparing with priority::text, never matches). As the
+-- checks of argument_checks: true or 22023 naming the value.
+CREATE FUNCTION runq._check_class_key(argument text, value text)
+    RETURNS boolean
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN CASE WHEN value ~ '^(0|[1-9][0-9]{0,4})$'
+                 AND (CASE WHEN value ~ '^(0|[1-9][0-9]{0,4})$' THEN value::integer END) <= 32767
+            THEN true
+            ELSE runq._bad_argument(argument, 'a class from 0 to 32767, as digits without leading zeros',
+                                    quote_nullable(left(value, 100)))
+       END;
+
+REVOKE ALL ON FUNCTION runq._check_class_key(text, text) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._check_class_key(text, text) IS
+    'True for a class written as digits 0..32767 without leading zeros, else 22023 naming the value.';
+
+COMMIT;
+
+-- ==== deploy/function_pause.sql ====
+
+-- Deploy runq:function_pause to pg
+-- requires: admission
+-- requires: table_pause_settings
+-- requires: argument_checks
+-- requires: argument_check_class_key
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators. Holds the settings lock exclusive, so no admission
+-- straddles the pause, and parks the admitted queued runs it covers in one
+-- statement (a tenant's, a kind's or a class's: for a backlog of a million
+-- runs, seconds and some hundreds of megabytes of WAL). Running runs go on.
+-- A schedule's pause is only its row: tick reads it.
+CREATE FUNCTION runq.pause(scope text, key text, reason text DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+BEGIN
+    IF runq._check_choice('scope', pause.scope, 'class, kind, tenant, schedule')
+       AND runq._check_identifier('key', pause.key)
+       AND (pause.scope <> 'class' OR runq._check_class_key('key', pause.key)) THEN
+    END IF;
+    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+
+    INSERT INTO runq.pause_settings (scope, key, reason, paused_at)
+    VALUES (pause.scope, pause.key, pause.reason, v_now)
+        ON CONFLICT (scope, key) DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+
+    -- One statement per scope, so that each reads its own index.
+    CASE pause.scope
+    WHEN 'tenant' THEN
+        UPDATE runq.runs AS r SET parked = true, updated_at = v_now
+         WHERE NOT r.parked AND r.status = 'queued' AND r.tenant_id = pause.key;
+    WHEN 'kind' THEN
+        UPDATE runq.runs AS r SET parked = true, updated_at = v_now
+         WHERE NOT r.parked AND r.status = 'queued' AND r.kind = pause.key;
+    WHEN 'class' THEN
+        UPDATE runq.runs AS r SET parked = true, updated_at = v_now
+         WHERE NOT r.parked AND r.status = 'queued' AND r.priority = pause.key::integer;
+    ELSE
+        NULL;
+    END CASE;
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.pause(text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.pause(text, text, text) TO runq_admin;
+
+COMMENT ON FUNCTION runq.pause(text, text, text) IS
+$c$Pause a priority class (key: the class as text, '10'), a kind, a tenant or a schedule: its queued runs are not claimed and keep their place; running runs go on; submit still accepts runs; queue_ttl keeps counting; a paused schedule does not tick. True when it paused, false when already paused.
+Raises 22023 (scope not class, kind, tenant or schedule; key NULL, empty or over 256 characters; a class key that is not a class 0..32767 without leading zeros).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_resume.sql ====
+
+-- Deploy runq:function_resume to pg
+-- requires: admission
+-- requires: table_pause_settings
+-- requires: argument_checks
+-- requires: argument_check_class_key
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators. Holds the settings lock exclusive, removes the pause,
+-- and admits what it held that no other pause or limit holds: every parked
+-- run is read once (runq._rebalance(true)), and the NOTIFY wakes the pools.
+CREATE FUNCTION runq.resume(scope text, key text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF runq._check_choice('scope', resume.scope, 'class, kind, tenant, schedule')
+       AND runq._check_identifier('key', resume.key)
+       AND (resume.scope <> 'class' OR runq._check_class_key('key', resume.key)) THEN
+    END IF;
+    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+
+    DELETE FROM runq.pause_settings AS p
+     WHERE p.scope = resume.scope AND p.key = resume.key;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM runq._rebalance(true);
+    PERFORM pg_notify('runq', '');
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.resume(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.resume(text, text) TO runq_admin;
+
+COMMENT ON FUNCTION runq.resume(text, text) IS
+$c$End a pause of a class, kind, tenant or schedule: its queued runs are claimable at once (as far as no other pause or limit holds them), and NOTIFY runq wakes the workers. True when it resumed, false when it was not paused.
+Raises 22023 (scope not class, kind, tenant or schedule; key NULL, empty or over 256 characters; a class key that is not a class 0..32767 without leading zeros).$c$;
+
+COMMIT;
+
+-- ==== deploy/view_limits.sql ====
+
+-- Deploy runq:view_limits to pg
+-- requires: table_limit_settings
+-- requires: index_runs_running_tenant
+-- requires: index_runs_running_kind
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- running: one range of runs_running_tenant_idx (or _kind) per keyed row.
+CREATE VIEW runq.limits AS
+SELECT l.scope, l.key, l.max_running::integer AS max_running,
+       CASE WHEN l.key IS NULL THEN NULL
+            WHEN l.scope = 'tenant'
+            THEN (SELECT count(*) FROM runq.runs AS r
+                   WHERE r.tenant_id = l.key AND r.status = 'running' AND r.lease IS NOT NULL)
+            ELSE (SELECT count(*) FROM runq.runs AS r
+                   WHERE r.kind = l.key AND r.status = 'running' AND r.lease IS NOT NULL)
+       END AS running
+  FROM runq.limit_settings AS l;
+
+GRANT SELECT ON runq.limits TO runq_admin;
+
+COMMENT ON VIEW runq.limits IS
+    'The concurrency limits (key NULL: the default of the scope) with the running count of each keyed row.';
+
+COMMIT;
+
+-- ==== deploy/view_pauses.sql ====
+
+-- Deploy runq:view_pauses to pg
+-- requires: table_pause_settings
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+CREATE VIEW runq.pauses AS
+SELECT p.scope, p.key, p.reason, p.paused_at
+  FROM runq.pause_settings AS p;
+
+GRANT SELECT ON runq.pauses TO runq_admin;
+
+COMMENT ON VIEW runq.pauses IS
+    'What is paused: classes, kinds, tenants and schedules, with the reason and when.';
+
+COMMIT;
+
+-- ==== deploy/index_runs_parked.sql ====
+
+-- Deploy runq:index_runs_parked to pg
+-- requires: column_runs_parked
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- The parked runs of each class, tenant by tenant: a claim that found fewer
+-- runs than it asked for probes it (empty when nothing is parked), and
+-- runq._swap_in steps from tenant to tenant of a class with one probe each,
+-- however many runs a saturated tenant has parked.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs: minutes on 100 million runs), and it waits for every
+-- transaction already open. Neither wait blocks a writer, so no timeout: one
+-- would only leave an INVALID index behind. A failed build leaves one too;
+-- this script drops such a leftover first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_parked_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_parked_idx ON runq.runs (priority, tenant_id, ready_at, run_id)
+    WHERE status = 'queued' AND parked;
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/function__swap_in.sql ====
+
+-- Deploy runq:function__swap_in to pg
+-- requires: admission
+-- requires: index_runs_parked
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The claim's slow path, when it found fewer runs than it asked for while
+-- runs of its classes are parked. An admission reserves a slot for a run the
+-- claim may take at any time, but which claim takes it depends on the classes
+-- and kinds the claim asks for: a tenant at its limit of admitted runs may
+-- have fewer running than its limit while a claim of other classes or kinds
+-- finds only its parked runs. For each such tenant (one probe per tenant of
+-- each class, skipping the tenants whose running runs fill their limit), the
+-- newest admitted run that this claim would not take is parked and the oldest
+-- parked run it would take is admitted in its place: no count changes. With
+-- room to spare (a slot handed on while its key was busy), the run is simply
+-- admitted. Kind limits are left to their slots' hand-on and the sweep.
+-- Returns how many runs it admitted, at most wanted.
+CREATE FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer)
+    RETURNS integer
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_class     integer;
+    v_tenant    text;
+    v_limit     bigint;
+    v_in        record;
+    v_out       bigint;
+    v_admitted  integer := 0;
+BEGIN
+    IF NOT runq._counts_are_fresh() THEN
+        RETURN 0;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    FOR v_class IN SELECT DISTINCT c FROM unnest(classes) AS c ORDER BY c LOOP
+        v_tenant := NULL;
+        LOOP
+            SELECT r.tenant_id::text INTO v_tenant
+              FROM runq.runs AS r
+             WHERE r.status = 'queued' AND r.parked AND r.priority = v_class
+               AND (v_tenant IS NULL OR r.tenant_id > v_tenant)
+             ORDER BY r.tenant_id
+             LIMIT 1;
+            EXIT WHEN NOT FOUND;
+            v_limit := runq._limit_of('tenant', v_tenant);
+            CONTINUE WHEN v_limit IS NULL
+                       OR (SELECT count(*) FROM runq.runs AS r
+                            WHERE r.tenant_id = v_tenant AND r.status = 'running'
+                              AND r.lease IS NOT NULL) >= v_limit
+                       OR NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', v_tenant));
+            SELECT r.run_id, r.kind::text AS kind INTO v_in
+              FROM runq.runs AS r
+             WHERE r.status = 'queued' AND r.parked AND r.priority = v_class
+               AND r.tenant_id = v_tenant
+               AND r.ready_at <= clock_timestamp()
+               AND (kinds IS NULL OR r.kind = ANY (kinds))
+               AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+             ORDER BY r.ready_at, r.run_id
+             LIMIT 1
+               FOR UPDATE SKIP LOCKED;
+            CONTINUE WHEN NOT FOUND;
+            v_out := NULL;
+            IF runq._taken('tenant', v_tenant) >= v_limit THEN
+                SELECT r.run_id INTO v_out
+                  FROM runq.runs AS r
+                 WHERE r.status = 'queued' AND NOT r.parked AND r.tenant_id = v_tenant
+                   AND NOT (r.priority = ANY (classes)
+                            AND (kinds IS NULL OR r.kind = ANY (kinds))
+                            AND r.ready_at <= clock_timestamp())
+                   AND (r.kind = v_in.kind OR runq._limit_of('kind', r.kind) IS NULL)
+                 ORDER BY r.priority DESC, r.ready_at DESC, r.run_id DESC
+                 LIMIT 1
+                   FOR UPDATE SKIP LOCKED;
+                CONTINUE WHEN NOT FOUND;
+            END IF;
+            -- The run coming in needs room in its kind too, unless the run
+            -- going out leaves it the same.
+            CONTINUE WHEN NOT (v_out IS NOT NULL
+                               AND (SELECT r.kind = v_in.kind FROM runq.runs AS r WHERE r.run_id = v_out))
+                      AND NOT runq._room_tried('kind', v_in.kind);
+            UPDATE runq.runs AS r
+               SET parked = (r.run_id IS NOT DISTINCT FROM v_out), updated_at = clock_timestamp()
+             WHERE r.run_id IN (v_in.run_id, v_out);
+            v_admitted := v_admitted + 1;
+            IF v_admitted >= wanted THEN
+                RETURN v_admitted;
+            END IF;
+        END LOOP;
+    END LOOP;
+    RETURN v_admitted;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._swap_in(integer[], text[], integer) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._swap_in(integer[], text[], integer) IS
+    'Claim''s slow path: admits parked runs of these classes and kinds whose tenant runs fewer than its limit, parking in their place its admitted runs this claim would not take; returns how many.';
+
+COMMIT;
+
+-- ==== deploy/function_claim.sql ====
+
+-- Deploy runq:function_claim to pg
+-- requires: table_runs
+-- requires: index_runs_claimable
+-- requires: index_runs_claimable_kind
+-- requires: table_run_events
+-- requires: function__checkpoint_state
+-- requires: function__inputs_after
+-- requires: table_settings
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: function__swap_in
+-- requires: index_runs_parked
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers. One statement picks up to max_runs ready runs of the
+-- given classes (and, with kinds, of those kinds only), lowest class value
+-- first, then oldest (FOR UPDATE SKIP LOCKED: contending workers step over
+-- each other's rows instead of queueing on them), takes them with a new lease
+-- epoch and one more attempt, and logs run.claimed. A first claim has no
+-- checkpoint and no inputs, so it reads nothing else; a resumed run also reads
+-- its newest checkpoint (one key lookup) and the inputs delivered after it,
+-- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
+--
+-- Reworked after v0.1.2: the arguments are tested by the shared predicates
+-- and, when one fails, named by the shared checks of argument_checks,
+-- instead of by rules written out twice. Same plan; the messages read as
+-- every other 22023 does.
+--
+-- Reworked after v0.1.3: it takes admitted runs only (NOT parked), from
+-- runs_claimable_idx and runs_claimable_kind_idx, where a run parked for a
+-- concurrency limit or a pause has no entry. That is all the claim does for
+-- limits and pauses: every admitted run may be taken without exceeding one
+-- (deploy/admission.sql), so it checks nothing and skips nothing. A claim
+-- that finds fewer runs than it asked for, while runs of its classes are
+-- parked, asks runq._swap_in for them once (a tenant's slots held by its own
+-- runs of other classes or kinds) and looks again.
+CREATE OR REPLACE FUNCTION runq.claim(
+    classes    integer[],
+    worker_id  text     DEFAULT NULL,
+    lease      interval DEFAULT NULL,
+    max_runs   integer  DEFAULT 1,
+    kinds      text[]   DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text,
+                  kind text, priority integer, payload jsonb, attempt integer,
+                  checkpoint jsonb, inputs jsonb, resumed boolean,
+                  lease_expires_at timestamptz)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    -- Plan the claim once per session, not once per call: the generic plan
+    -- below is the right one for every argument (see the WHERE of claimed),
+    -- and planning this statement costs more than running it. Its estimated
+    -- cost (max_runs unknown) is past jit_above_cost; compiling it would take
+    -- a hundred times longer than running it.
+    SET plan_cache_mode = force_generic_plan
+    SET jit = off
+AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_wanted  integer := claim.max_runs;
+    v_got     bigint;
+    v_tried   boolean := false;
+BEGIN
+    -- The rules, as the inlined predicates of deploy/argument_checks; when one
+    -- fails, the checks raise 22023 naming the argument and its value. Only
+    -- then: a check's message costs every claim that holds it.
+    IF NOT coalesce(runq._is_classes(claim.classes) AND runq._is_count(claim.max_runs)
+                    AND runq._is_duration(claim.lease), false) THEN
+        PERFORM runq._check_classes('classes', claim.classes)
+            AND runq._check_count('max_runs', claim.max_runs)
+            AND runq._check_duration('lease', claim.lease);
+    END IF;
+
+    -- Two statements, not one with two branches: a claim of any kind (the hot
+    -- path) then plans and starts exactly what it did before kinds existed.
+    -- The shared tail (chosen, claimed, logged and the result) is written
+    -- twice for that reason; keep the two copies alike.
+    LOOP
+    IF claim.kinds IS NULL THEN
+        -- Any kind: one walk of runs_claimable_idx, the classes in order.
+        RETURN QUERY
+    WITH picked AS (
+        SELECT r.run_id
+          FROM runq.runs AS r
+         WHERE r.status = 'queued' AND NOT r.parked
+           AND r.priority = ANY (claim.classes)
+           AND r.ready_at <= v_now
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT v_wanted
+           FOR UPDATE SKIP LOCKED
+    ), chosen AS (
+        -- The default lease is read inside this statement, not by one more,
+        -- and as a scalar: runq.settings is never analyzed, and a join to it
+        -- would be planned for hundreds of rows.
+        SELECT coalesce(claim.lease, (SELECT s.lease FROM runq.settings AS s)) AS lease
+    ), claimed AS (
+        UPDATE runq.runs AS r
+           SET status = 'running',
+               lease_epoch = r.lease_epoch + 1,
+               attempts = r.attempts + 1,
+               lease_owner = claim.worker_id,
+               lease = l.lease,
+               heartbeat_at = v_now,
+               lease_expires_at = v_now + l.lease,
+               updated_at = v_now
+          FROM chosen AS l
+         -- An array, not a join: with max_runs unknown to a generic plan, a
+         -- join to picked would be planned as a hash join over all of runs.
+         WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
+                  r.priority, r.payload, r.attempts, r.last_checkpoint,
+                  r.ready_at, r.lease_expires_at
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.claimed',
+               jsonb_build_object('worker_id', claim.worker_id, 'attempt', c.attempts),
+               v_now
+          FROM claimed AS c
+    )
+    -- A resumed run's checkpoint and inputs are read by VOLATILE functions, each
+    -- with a snapshot taken after this statement locked the run: this
+    -- statement's own snapshot may predate an input delivered (or a
+    -- checkpoint written) just before the row lock was taken.
+    SELECT c.run_id, c.lease_epoch::bigint, c.tenant_id::text, c.session_id::text,
+           c.kind::text, c.priority::integer, c.payload::jsonb, c.attempts::integer,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
+           c.lease_epoch > 1, c.lease_expires_at
+      FROM claimed AS c
+     ORDER BY c.priority, c.ready_at, c.run_id;
+    ELSE
+        -- kinds is tested here, off the claim of any kind.
+        IF NOT coalesce(runq._is_names(claim.kinds), false) THEN
+            PERFORM runq._check_names('kinds', claim.kinds);
+        END IF;
+        RETURN QUERY
+    WITH picked AS (
+        -- These kinds only: the oldest max_runs of each (class, kind) from
+        -- runs_claimable_kind_idx, then the oldest max_runs of those. A walk of
+        -- runs_claimable_idx would read every queued run of other kinds ahead.
+        -- The runs a pair locked but the final LIMIT drops stay locked until
+        -- this claim commits: a concurrent claim steps over them, as over any
+        -- run another claim holds, and they keep their place.
+        SELECT p.run_id
+          FROM (SELECT DISTINCT c FROM unnest(claim.classes) AS c) AS cl (priority)
+         CROSS JOIN (SELECT DISTINCT k FROM unnest(claim.kinds) AS k) AS kd (kind)
+         CROSS JOIN LATERAL (
+                SELECT r.run_id, r.priority, r.ready_at
+                  FROM runq.runs AS r
+                 WHERE r.status = 'queued' AND NOT r.parked
+                   AND r.priority = cl.priority
+                   AND r.kind = kd.kind
+                   AND r.ready_at <= v_now
+                 ORDER BY r.ready_at, r.run_id
+                 LIMIT v_wanted
+                   FOR UPDATE SKIP LOCKED) AS p
+         ORDER BY p.priority, p.ready_at, p.run_id
+         LIMIT v_wanted
+    ), chosen AS (
+        -- The default lease is read inside this statement, not by one more,
+        -- and as a scalar: runq.settings is never analyzed, and a join to it
+        -- would be planned for hundreds of rows.
+        SELECT coalesce(claim.lease, (SELECT s.lease FROM runq.settings AS s)) AS lease
+    ), claimed AS (
+        UPDATE runq.runs AS r
+           SET status = 'running',
+               lease_epoch = r.lease_epoch + 1,
+               attempts = r.attempts + 1,
+               lease_owner = claim.worker_id,
+               lease = l.lease,
+               heartbeat_at = v_now,
+               lease_expires_at = v_now + l.lease,
+               updated_at = v_now
+          FROM chosen AS l
+         -- An array, not a join: with max_runs unknown to a generic plan, a
+         -- join to picked would be planned as a hash join over all of runs.
+         WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
+                  r.priority, r.payload, r.attempts, r.last_checkpoint,
+                  r.ready_at, r.lease_expires_at
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.claimed',
+               jsonb_build_object('worker_id', claim.worker_id, 'attempt', c.attempts),
+               v_now
+          FROM claimed AS c
+    )
+    -- A resumed run's checkpoint and inputs are read by VOLATILE functions, each
+    -- with a snapshot taken after this statement locked the run: this
+    -- statement's own snapshot may predate an input delivered (or a
+    -- checkpoint written) just before the row lock was taken.
+    SELECT c.run_id, c.lease_epoch::bigint, c.tenant_id::text, c.session_id::text,
+           c.kind::text, c.priority::integer, c.payload::jsonb, c.attempts::integer,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
+           CASE WHEN c.lease_epoch > 1
+                THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
+           c.lease_epoch > 1, c.lease_expires_at
+      FROM claimed AS c
+     ORDER BY c.priority, c.ready_at, c.run_id;
+    END IF;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    v_wanted := v_wanted - v_got::integer;
+    -- Fewer runs than asked for, and some parked in these classes: a tenant
+    -- below its limit may have its slots held by admitted runs this claim
+    -- does not take (another class or kind); runq._swap_in parks those and
+    -- admits these, and the claim looks once more. A full claim never asks.
+    EXIT WHEN v_wanted = 0 OR v_tried
+           OR NOT EXISTS (SELECT FROM runq.runs AS r
+                           WHERE r.status = 'queued' AND r.parked
+                             AND r.priority = ANY (claim.classes));
+    v_tried := true;
+    EXIT WHEN runq._swap_in(claim.classes, claim.kinds, v_wanted) = 0;
+    END LOOP;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) IS
+$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_sweep.sql ====
+
+-- Deploy runq:function_sweep to pg
+-- requires: table_runs
+-- requires: index_runs_held
+-- requires: index_runs_queue_expiry
+-- requires: function__expire_leases
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: admission
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called on a timer by worker pools and operators, from any number of
+-- processes at once: every pick is FOR UPDATE SKIP LOCKED, so concurrent
+-- sweepers split the work and a run is decided once. Up to max_runs runs in
+-- all: first running runs whose lease has expired (oldest expiry first,
+-- through runq._expire_leases), then queued runs past their queue_ttl.
+-- Raises 22023 (max_runs NULL or below 1).
+--
+-- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+--
+-- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
+-- of the admissions (deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
+    RETURNS TABLE(run_id bigint, action text)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_expired  bigint[];
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', sweep.max_runs) THEN
+    END IF;
+
+    SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
+      FROM (SELECT r.run_id
+              FROM runq.runs AS r
+             WHERE r.status = 'running'
+               AND r.lease_expires_at < v_now
+             ORDER BY r.lease_expires_at, r.run_id
+             LIMIT sweep.max_runs
+               FOR UPDATE SKIP LOCKED) AS x;
+
+    IF cardinality(v_expired) > 0 THEN
+        RETURN QUERY SELECT e.run_id, e.action
+                       FROM runq._expire_leases(v_expired, false, v_now) AS e;
+    END IF;
+
+    IF cardinality(v_expired) < sweep.max_runs THEN
+        RETURN QUERY
+        WITH overdue AS (
+            SELECT r.run_id
+              FROM runq.runs AS r
+             WHERE r.status = 'queued'
+               AND r.expires_at <= v_now
+               -- a run requeued just above is decided for this sweep
+               AND r.run_id <> ALL (v_expired)
+             ORDER BY r.expires_at, r.run_id
+             LIMIT sweep.max_runs - cardinality(v_expired)
+               FOR UPDATE SKIP LOCKED
+        ), expired AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed',
+                   failure = jsonb_build_object(
+                       'code', 'queue_ttl_expired',
+                       'message', format('queued longer than its queue_ttl of %s', r.queue_ttl),
+                       'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
+                   finished_at = v_now, updated_at = v_now
+             -- an array, not a join, so no plan can hash all of runs
+             WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
+            RETURNING r.run_id, r.lease_epoch, r.failure
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
+              FROM expired AS x
+        )
+        SELECT x.run_id, 'expired'::text FROM expired AS x ORDER BY x.run_id;
+    END IF;
+
+    -- What the admissions of the moment could not do: a run now due under a
+    -- limit, a slot freed while its key's lock was busy. Busy keys are only
+    -- tried: the next sweep comes soon.
+    PERFORM runq._rebalance(false);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.sweep(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.sweep(integer) IS
+$c$Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
+Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;

@@ -25,6 +25,12 @@
 --                          became of it (started, finished, retryable, uncertain).
 --   runq.settings          The one row of defaults a DBA may UPDATE: lease,
 --                          backoff_base, backoff_cap, stale_after.
+--   runq.limit_settings    Concurrency limits per tenant or kind (key NULL: the
+--                          scope's default), written by runq.set_limit.
+--   runq.limit_debts       What a limit lowered below its running count still
+--                          owes: runs leaving a slot pay it before any is handed on.
+--   runq.pause_settings    Paused classes, kinds, tenants and schedules, written
+--                          by runq.pause and runq.resume.
 --
 -- How a run flows (roles runq_client, runq_worker, runq_admin; runq_admin may
 -- call every function)
@@ -64,6 +70,13 @@
 --       runq.dead_letter (failed runs, newest first), runq.redrive (a failed
 --       run back to queued, attempts reset), runq.purge (deletes finished runs
 --       in batches, with everything that hangs off them).
+--   Fair share (admin): runq.set_limit caps the running runs of a tenant or a
+--       kind (runq.limits, a view, lists them with their counts); runq.pause
+--       and runq.resume stop and restart the claims of a class, kind, tenant
+--       or schedule (runq.pauses, a view). A queued run over a limit or under
+--       a pause is parked (runs.parked): still queued, out of the claim's
+--       indexes; triggers on runq.runs admit every run entering the queue or
+--       park it, and hand the slot of every run leaving one to the next.
 --   Internal helpers are named runq._name and granted to no one; the public
 --   functions are SECURITY DEFINER with search_path pinned to pg_catalog, pg_temp.
 
@@ -190,6 +203,106 @@ CREATE DOMAIN runq.tool_idempotency AS text
 
 COMMENT ON DOMAIN runq.tool_idempotency IS 'A tool''s declared idempotency class: what a dead lease makes of a call left started.';
 
+CREATE FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, wait boolean) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_tenant_limit  bigint;
+    v_kind_limit    bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    IF runq._paused(priority, kind, tenant_id) THEN
+        RETURN false;
+    END IF;
+    v_tenant_limit := runq._limit_of('tenant', tenant_id);
+    v_kind_limit := runq._limit_of('kind', kind);
+    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
+        RETURN true;
+    END IF;
+    IF ready_at > clock_timestamp() OR NOT runq._counts_are_fresh() THEN
+        RETURN false;
+    END IF;
+    IF v_tenant_limit IS NOT NULL THEN
+        IF wait THEN
+            PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', tenant_id));
+        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', tenant_id)) THEN
+            RETURN false;
+        END IF;
+        IF runq._taken('tenant', tenant_id) >= v_tenant_limit THEN
+            RETURN false;
+        END IF;
+    END IF;
+    IF v_kind_limit IS NOT NULL THEN
+        IF wait THEN
+            PERFORM pg_advisory_xact_lock(runq._key_lock('kind', kind));
+        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('kind', kind)) THEN
+            RETURN false;
+        END IF;
+        IF runq._taken('kind', kind) >= v_kind_limit THEN
+            RETURN false;
+        END IF;
+    END IF;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, wait boolean) IS 'Whether a run with these keys may be admitted now, holding the locks of its limited keys until commit.';
+
+CREATE FUNCTION runq._admit_parked(scope text, key text, wait boolean) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_limit     bigint := runq._limit_of(scope, key);
+    v_room      bigint;
+    v_admitted  integer := 0;
+    v_run       record;
+BEGIN
+    IF v_limit IS NULL OR NOT runq._counts_are_fresh() THEN
+        RETURN 0;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    IF wait THEN
+        PERFORM pg_advisory_xact_lock(runq._key_lock(scope, key));
+    ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
+        RETURN 0;
+    END IF;
+    v_room := v_limit - runq._taken(scope, key);
+    IF v_room <= 0 THEN
+        RETURN 0;
+    END IF;
+    FOR v_run IN
+        SELECT r.run_id, r.tenant_id::text AS tenant_id, r.kind::text AS kind
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND CASE _admit_parked.scope WHEN 'tenant' THEN r.tenant_id = _admit_parked.key
+                                        ELSE r.kind = _admit_parked.key END
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT v_room + 100
+           FOR UPDATE SKIP LOCKED
+    LOOP
+        -- The other key of this run: room there too, or the next run.
+        CONTINUE WHEN NOT (CASE _admit_parked.scope
+            WHEN 'tenant' THEN runq._room_tried('kind', v_run.kind)
+            ELSE runq._room_tried('tenant', v_run.tenant_id) END);
+        UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
+         WHERE r.run_id = v_run.run_id;
+        v_admitted := v_admitted + 1;
+        v_room := v_room - 1;
+        EXIT WHEN v_room = 0;
+    END LOOP;
+    IF v_admitted > 0 THEN
+        PERFORM pg_notify('runq', '');
+    END IF;
+    RETURN v_admitted;
+END
+$$;
+
+COMMENT ON FUNCTION runq._admit_parked(scope text, key text, wait boolean) IS 'Admits parked runs of one limited key in claim order while it has room; returns how many.';
+
 CREATE FUNCTION runq._answer_batch(run_ids bigint[], epochs bigint[], results jsonb[], matched bigint[], operation text, honours_cancel boolean) RETURNS TABLE(run_id bigint, applied boolean)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -291,6 +404,12 @@ CREATE FUNCTION runq._check_choice(argument text, value text, choices text) RETU
 
 COMMENT ON FUNCTION runq._check_choice(argument text, value text, choices text) IS 'Internal: true when value is one of choices; else raises 22023 naming argument, the choices and value.';
 
+CREATE FUNCTION runq._check_class_key(argument text, value text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((value ~ '^(0|[1-9][0-9]{0,4})$'::text) AND (CASE WHEN (value ~ '^(0|[1-9][0-9]{0,4})$'::text) THEN (value)::integer ELSE NULL::integer END <= 32767)) THEN true ELSE runq._bad_argument(argument, 'a class from 0 to 32767, as digits without leading zeros'::text, quote_nullable("left"(value, 100))) END;
+
+COMMENT ON FUNCTION runq._check_class_key(argument text, value text) IS 'True for a class written as digits 0..32767 without leading zeros, else 22023 naming the value.';
+
 CREATE FUNCTION runq._is_classes(value integer[]) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN ((cardinality(value) > 0) AND (array_ndims(value) = 1) AND (0 <= ALL (value)) AND (32767 >= ALL (value)));
@@ -372,6 +491,12 @@ CREATE FUNCTION runq._checkpoint_state(run_id bigint, seq bigint) RETURNS jsonb
 $$;
 
 COMMENT ON FUNCTION runq._checkpoint_state(run_id bigint, seq bigint) IS 'Internal: the state of the run''s checkpoint seq (NULL if none), read with a fresh snapshot.';
+
+CREATE FUNCTION runq._counts_are_fresh() RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN (current_setting('transaction_isolation'::text) = 'read committed'::text);
+
+COMMENT ON FUNCTION runq._counts_are_fresh() IS 'Whether a count taken after a lock sees every commit before it: under READ COMMITTED only.';
 
 CREATE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamp with time zone) RETURNS void
     LANGUAGE sql
@@ -481,6 +606,72 @@ $$;
 
 COMMENT ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) IS 'Internal: applies the lease-expiry rules to locked running runs; returns each run''s action.';
 
+CREATE FUNCTION runq._hand_on_slot() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_tenant_limit  bigint;
+    v_kind_limit    bigint;
+    v_next          bigint;
+BEGIN
+    -- The common ends first: no limit, or no parked run to hand the slot to.
+    -- One statement for both limits and the probe: each costs a plan run.
+    SELECT runq._limit_of('tenant', OLD.tenant_id), runq._limit_of('kind', OLD.kind)
+      INTO v_tenant_limit, v_kind_limit;
+    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(OLD.tenant_id, OLD.kind) THEN
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (SELECT FROM runq.runs AS r
+                    WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id)
+       AND NOT EXISTS (SELECT FROM runq.runs AS r
+                        WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    IF v_tenant_limit IS NOT NULL THEN
+        SELECT r.run_id INTO v_next
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND r.tenant_id = OLD.tenant_id
+           AND (r.kind = OLD.kind OR runq._limit_of('kind', r.kind) IS NULL)
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    ELSE
+        SELECT r.run_id INTO v_next
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND r.kind = OLD.kind
+           AND (r.tenant_id = OLD.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    END IF;
+    IF v_next IS NOT NULL THEN
+        UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
+         WHERE r.run_id = v_next;
+        PERFORM pg_notify('runq', '');
+    ELSE
+        -- Parked runs that need a count of their other key.
+        PERFORM runq._admit_parked('tenant', OLD.tenant_id, false)
+          WHERE v_tenant_limit IS NOT NULL;
+        PERFORM runq._admit_parked('kind', OLD.kind, false)
+          WHERE v_kind_limit IS NOT NULL;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+COMMENT ON FUNCTION runq._hand_on_slot() IS 'Trigger: hands the slot of a run leaving it to the oldest parked run that needs only that slot.';
+
 CREATE FUNCTION runq._inputs_after(run_id bigint, seq bigint) RETURNS jsonb
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -490,6 +681,159 @@ CREATE FUNCTION runq._inputs_after(run_id bigint, seq bigint) RETURNS jsonb
 $$;
 
 COMMENT ON FUNCTION runq._inputs_after(run_id bigint, seq bigint) IS 'Internal: the inputs delivered to the run after its checkpoint seq (all if NULL), oldest first, as a JSON array, read with a fresh snapshot.';
+
+CREATE FUNCTION runq._key_lock(scope text, key text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN hashtextextended(((('runq '::text || scope) || ' '::text) || key), (0)::bigint);
+
+COMMENT ON FUNCTION runq._key_lock(scope text, key text) IS 'The advisory lock key of one tenant or kind, held by whoever counts it to admit a run.';
+
+CREATE TABLE runq.limit_settings (
+    scope text NOT NULL,
+    key text,
+    max_running bigint NOT NULL,
+    CONSTRAINT limit_settings_max_running_check CHECK ((max_running >= 1)),
+    CONSTRAINT limit_settings_scope_check CHECK ((scope = ANY (ARRAY['tenant'::text, 'kind'::text])))
+);
+
+COMMENT ON TABLE runq.limit_settings IS 'Concurrency limits per tenant or kind (key NULL: the default of the scope); written by runq.set_limit.';
+
+CREATE FUNCTION runq._limit_of(scope text, key text) RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN (SELECT l.max_running FROM runq.limit_settings l WHERE ((l.scope = _limit_of.scope) AND ((l.key = _limit_of.key) OR (l.key IS NULL))) ORDER BY (l.key IS NULL) LIMIT 1);
+
+COMMENT ON FUNCTION runq._limit_of(scope text, key text) IS 'The concurrency limit that applies to a tenant or kind: its own row, else the scope''s default; NULL when unlimited.';
+
+CREATE FUNCTION runq._park_on_entry() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.status = 'running' THEN
+        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+        NEW.parked := runq._paused(NEW.priority, NEW.kind, NEW.tenant_id)
+                      OR (EXISTS (SELECT FROM runq.limit_debts)
+                          AND runq._pay_debt(NEW.tenant_id, NEW.kind));
+    ELSE
+        -- ready_at is a generated column: not computed yet before the row is.
+        NEW.parked := NOT runq._admissible(NEW.tenant_id, NEW.kind, NEW.priority,
+                                           coalesce(NEW.scheduled_for, NEW.created_at), true);
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+COMMENT ON FUNCTION runq._park_on_entry() IS 'Trigger: decides whether a run entering the queue is admitted or parked.';
+
+CREATE TABLE runq.pause_settings (
+    scope text NOT NULL,
+    key text NOT NULL,
+    reason text,
+    paused_at timestamp with time zone NOT NULL,
+    CONSTRAINT pause_settings_scope_check CHECK ((scope = ANY (ARRAY['class'::text, 'kind'::text, 'tenant'::text, 'schedule'::text])))
+);
+
+COMMENT ON TABLE runq.pause_settings IS 'Paused classes, kinds, tenants and schedules; written by runq.pause and runq.resume.';
+
+CREATE FUNCTION runq._paused(priority integer, kind text, tenant_id text) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN (EXISTS (SELECT FROM runq.pause_settings p WHERE (((p.scope = 'class'::text) AND (p.key = (_paused.priority)::text)) OR ((p.scope = 'kind'::text) AND (p.key = _paused.kind)) OR ((p.scope = 'tenant'::text) AND (p.key = _paused.tenant_id)))));
+
+COMMENT ON FUNCTION runq._paused(priority integer, kind text, tenant_id text) IS 'Whether a pause holds a run of this class, kind and tenant.';
+
+CREATE FUNCTION runq._pay_debt(tenant_id text, kind text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_paid boolean;
+BEGIN
+    WITH owed AS (
+        SELECT d.scope, d.key, d.debt
+          FROM runq.limit_debts AS d
+         WHERE (d.scope, d.key) IN (('tenant', _pay_debt.tenant_id), ('kind', _pay_debt.kind))
+           FOR UPDATE
+    ), paid AS (
+        DELETE FROM runq.limit_debts AS d
+         USING owed AS o
+         WHERE d.scope = o.scope AND d.key = o.key AND o.debt = 1
+    ), lowered AS (
+        UPDATE runq.limit_debts AS d
+           SET debt = d.debt - 1
+          FROM owed AS o
+         WHERE d.scope = o.scope AND d.key = o.key AND o.debt > 1
+    )
+    SELECT count(*) > 0 INTO v_paid FROM owed;
+    RETURN v_paid;
+END
+$$;
+
+COMMENT ON FUNCTION runq._pay_debt(tenant_id text, kind text) IS 'Takes one unit of a lowered limit''s debt from the keys of a run leaving its slot; true when there was one.';
+
+CREATE FUNCTION runq._rebalance(thorough boolean) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_key     text;
+    v_freed   bigint;
+BEGIN
+    IF thorough THEN
+        UPDATE runq.runs AS r
+           SET parked = false, updated_at = clock_timestamp()
+         WHERE r.parked AND r.status = 'queued'
+           AND runq._limit_of('tenant', r.tenant_id) IS NULL
+           AND runq._limit_of('kind', r.kind) IS NULL
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id);
+        GET DIAGNOSTICS v_freed = ROW_COUNT;
+        IF v_freed > 0 THEN
+            PERFORM pg_notify('runq', '');
+        END IF;
+    END IF;
+    -- The tenants, then the kinds, with parked runs: one index probe each
+    -- (a loose scan of runs_queued_tenant_idx and runs_queued_kind_idx), however many runs they park.
+    FOR v_key IN
+        WITH RECURSIVE t (key) AS (
+            (SELECT r.tenant_id::text FROM runq.runs AS r
+              WHERE r.parked AND r.status = 'queued'
+              ORDER BY r.tenant_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT r.tenant_id::text FROM runq.runs AS r
+                     WHERE r.parked AND r.status = 'queued' AND r.tenant_id > t.key
+                     ORDER BY r.tenant_id LIMIT 1)
+              FROM t WHERE t.key IS NOT NULL)
+        SELECT t.key FROM t WHERE t.key IS NOT NULL
+    LOOP
+        PERFORM runq._admit_parked('tenant', v_key, thorough);
+    END LOOP;
+    FOR v_key IN
+        WITH RECURSIVE k (key) AS (
+            (SELECT r.kind::text FROM runq.runs AS r
+              WHERE r.parked AND r.status = 'queued'
+              ORDER BY r.kind LIMIT 1)
+            UNION ALL
+            SELECT (SELECT r.kind::text FROM runq.runs AS r
+                     WHERE r.parked AND r.status = 'queued' AND r.kind > k.key
+                     ORDER BY r.kind LIMIT 1)
+              FROM k WHERE k.key IS NOT NULL)
+        SELECT k.key FROM k WHERE k.key IS NOT NULL
+    LOOP
+        PERFORM runq._admit_parked('kind', v_key, thorough);
+    END LOOP;
+    -- A debt is what the running runs exceed their limit by; once the count
+    -- says less, the rest is forgiven.
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._counts_are_fresh() THEN
+        DELETE FROM runq.limit_debts AS d
+         WHERE runq._limit_of(d.scope, d.key) IS NULL
+            OR runq._taken(d.scope, d.key) <= runq._limit_of(d.scope, d.key);
+        UPDATE runq.limit_debts AS d
+           SET debt = runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key)
+         WHERE d.debt > runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key);
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION runq._rebalance(thorough boolean) IS 'Admits parked runs whose keys have room and settles debts; thorough also frees runs no limit or pause holds.';
 
 CREATE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean) RETURNS boolean
     LANGUAGE plpgsql
@@ -588,6 +932,22 @@ $$;
 
 COMMENT ON FUNCTION runq._resolve_tool_calls(run_ids bigint[], at timestamp with time zone) IS 'Internal: marks tool calls left started by a dead lease retryable or uncertain.';
 
+CREATE FUNCTION runq._room_tried(scope text, key text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_limit bigint := runq._limit_of(scope, key);
+BEGIN
+    RETURN v_limit IS NULL
+        OR (runq._counts_are_fresh()
+            AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))
+            AND runq._taken(scope, key) < v_limit);
+END
+$$;
+
+COMMENT ON FUNCTION runq._room_tried(scope text, key text) IS 'Room for one more run in a key whose lock is only tried: true when unlimited, or locked and under its limit.';
+
 CREATE FUNCTION runq._run_not_found(run_id bigint) RETURNS void
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -601,6 +961,148 @@ END
 $$;
 
 COMMENT ON FUNCTION runq._run_not_found(run_id bigint) IS 'Internal: raises 22023 for a NULL run_id, else RQ003 (run not found). Never returns.';
+
+CREATE FUNCTION runq._settings_lock() RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN hashtextextended('runq settings'::text, (0)::bigint);
+
+COMMENT ON FUNCTION runq._settings_lock() IS 'The advisory lock key of the limits and pauses: shared by admissions, exclusive for set_limit, pause and resume.';
+
+CREATE FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_class     integer;
+    v_tenant    text;
+    v_limit     bigint;
+    v_in        record;
+    v_out       bigint;
+    v_admitted  integer := 0;
+BEGIN
+    IF NOT runq._counts_are_fresh() THEN
+        RETURN 0;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    FOR v_class IN SELECT DISTINCT c FROM unnest(classes) AS c ORDER BY c LOOP
+        v_tenant := NULL;
+        LOOP
+            SELECT r.tenant_id::text INTO v_tenant
+              FROM runq.runs AS r
+             WHERE r.status = 'queued' AND r.parked AND r.priority = v_class
+               AND (v_tenant IS NULL OR r.tenant_id > v_tenant)
+             ORDER BY r.tenant_id
+             LIMIT 1;
+            EXIT WHEN NOT FOUND;
+            v_limit := runq._limit_of('tenant', v_tenant);
+            CONTINUE WHEN v_limit IS NULL
+                       OR (SELECT count(*) FROM runq.runs AS r
+                            WHERE r.tenant_id = v_tenant AND r.status = 'running'
+                              AND r.lease IS NOT NULL) >= v_limit
+                       OR NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', v_tenant));
+            SELECT r.run_id, r.kind::text AS kind INTO v_in
+              FROM runq.runs AS r
+             WHERE r.status = 'queued' AND r.parked AND r.priority = v_class
+               AND r.tenant_id = v_tenant
+               AND r.ready_at <= clock_timestamp()
+               AND (kinds IS NULL OR r.kind = ANY (kinds))
+               AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+             ORDER BY r.ready_at, r.run_id
+             LIMIT 1
+               FOR UPDATE SKIP LOCKED;
+            CONTINUE WHEN NOT FOUND;
+            v_out := NULL;
+            IF runq._taken('tenant', v_tenant) >= v_limit THEN
+                SELECT r.run_id INTO v_out
+                  FROM runq.runs AS r
+                 WHERE r.status = 'queued' AND NOT r.parked AND r.tenant_id = v_tenant
+                   AND NOT (r.priority = ANY (classes)
+                            AND (kinds IS NULL OR r.kind = ANY (kinds))
+                            AND r.ready_at <= clock_timestamp())
+                   AND (r.kind = v_in.kind OR runq._limit_of('kind', r.kind) IS NULL)
+                 ORDER BY r.priority DESC, r.ready_at DESC, r.run_id DESC
+                 LIMIT 1
+                   FOR UPDATE SKIP LOCKED;
+                CONTINUE WHEN NOT FOUND;
+            END IF;
+            -- The run coming in needs room in its kind too, unless the run
+            -- going out leaves it the same.
+            CONTINUE WHEN NOT (v_out IS NOT NULL
+                               AND (SELECT r.kind = v_in.kind FROM runq.runs AS r WHERE r.run_id = v_out))
+                      AND NOT runq._room_tried('kind', v_in.kind);
+            UPDATE runq.runs AS r
+               SET parked = (r.run_id IS NOT DISTINCT FROM v_out), updated_at = clock_timestamp()
+             WHERE r.run_id IN (v_in.run_id, v_out);
+            v_admitted := v_admitted + 1;
+            IF v_admitted >= wanted THEN
+                RETURN v_admitted;
+            END IF;
+        END LOOP;
+    END LOOP;
+    RETURN v_admitted;
+END
+$$;
+
+COMMENT ON FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) IS 'Claim''s slow path: admits parked runs of these classes and kinds whose tenant runs fewer than its limit, parking in their place its admitted runs this claim would not take; returns how many.';
+
+CREATE TABLE runq.runs (
+    run_id bigint NOT NULL,
+    lease_epoch runq.epoch DEFAULT 0 NOT NULL,
+    last_checkpoint bigint,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    scheduled_for timestamp with time zone,
+    ready_at timestamp with time zone GENERATED ALWAYS AS (COALESCE(scheduled_for, created_at)) STORED NOT NULL,
+    expires_at timestamp with time zone,
+    heartbeat_at timestamp with time zone,
+    lease_expires_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    lease runq.duration,
+    queue_ttl runq.duration,
+    attempts runq.counter DEFAULT 0 NOT NULL,
+    max_attempts runq.attempt_limit DEFAULT 3 NOT NULL,
+    turns runq.counter DEFAULT 0 NOT NULL,
+    tools_begun runq.counter DEFAULT 0 NOT NULL,
+    priority runq.priority_class NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    status runq.run_status DEFAULT 'queued'::text NOT NULL,
+    recovery_policy runq.recovery_policy DEFAULT 'resume'::text NOT NULL,
+    tenant_id runq.identifier NOT NULL,
+    session_id runq.identifier,
+    kind runq.identifier NOT NULL,
+    principal_id text,
+    lease_owner text,
+    payload runq.json_object DEFAULT '{}'::jsonb NOT NULL,
+    result jsonb,
+    failure runq.failure_record,
+    question jsonb,
+    parked boolean DEFAULT false NOT NULL,
+    CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
+);
+
+COMMENT ON TABLE runq.runs IS 'Every run, from submit to its terminal status; failed runs are the dead letter and stay here.';
+
+COMMENT ON COLUMN runq.runs.lease_epoch IS 'The fencing token: +1 on every claim; a worker write applies only under the epoch it was claimed with.';
+
+COMMENT ON COLUMN runq.runs.last_checkpoint IS 'runq.checkpoints.seq of the newest checkpoint, so a claim finds it with one key lookup.';
+
+COMMENT ON COLUMN runq.runs.ready_at IS 'coalesce(scheduled_for, created_at): the claim order within a priority class.';
+
+COMMENT ON COLUMN runq.runs.expires_at IS 'created_at + queue_ttl: a queued run still waiting then fails with queue_ttl_expired.';
+
+COMMENT ON COLUMN runq.runs.lease IS 'Lease length of the current or last claim; a heartbeat extends the lease by it.';
+
+COMMENT ON COLUMN runq.runs.turns IS 'begin_turn calls over the run''s whole life; with tools_begun it decides zero work.';
+
+COMMENT ON COLUMN runq.runs.tools_begun IS 'begin_tool calls over the run''s whole life; with turns it decides zero work.';
+
+COMMENT ON COLUMN runq.runs.parked IS 'A queued run held out of the claim''s indexes, for a concurrency limit, a pause, or until due under a limit; meaningful only while status = ''queued''.';
+
+CREATE FUNCTION runq._taken(scope text, key text) RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN CASE scope WHEN 'tenant'::text THEN ((SELECT count(*) AS count FROM runq.runs r WHERE (((r.tenant_id)::text = _taken.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL))) + (SELECT count(*) AS count FROM runq.runs r WHERE ((NOT r.parked) AND ((r.tenant_id)::text = _taken.key) AND ((r.status)::text = 'queued'::text)))) ELSE ((SELECT count(*) AS count FROM runq.runs r WHERE (((r.kind)::text = _taken.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL))) + (SELECT count(*) AS count FROM runq.runs r WHERE ((NOT r.parked) AND ((r.kind)::text = _taken.key) AND ((r.status)::text = 'queued'::text)))) END;
+
+COMMENT ON FUNCTION runq._taken(scope text, key text) IS 'How many runs a key''s limit counts now: running, and queued but admitted.';
 
 CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -822,7 +1324,10 @@ CREATE FUNCTION runq.claim(classes integer[], worker_id text DEFAULT NULL::text,
     SET jit TO 'off'
     AS $$
 DECLARE
-    v_now  timestamptz := clock_timestamp();
+    v_now     timestamptz := clock_timestamp();
+    v_wanted  integer := claim.max_runs;
+    v_got     bigint;
+    v_tried   boolean := false;
 BEGIN
     -- The rules, as the inlined predicates of deploy/argument_checks; when one
     -- fails, the checks raise 22023 naming the argument and its value. Only
@@ -838,17 +1343,18 @@ BEGIN
     -- path) then plans and starts exactly what it did before kinds existed.
     -- The shared tail (chosen, claimed, logged and the result) is written
     -- twice for that reason; keep the two copies alike.
+    LOOP
     IF claim.kinds IS NULL THEN
-        -- Any kind: one walk of runs_ready_idx, the classes in order.
+        -- Any kind: one walk of runs_claimable_idx, the classes in order.
         RETURN QUERY
     WITH picked AS (
         SELECT r.run_id
           FROM runq.runs AS r
-         WHERE r.status = 'queued'
+         WHERE r.status = 'queued' AND NOT r.parked
            AND r.priority = ANY (claim.classes)
            AND r.ready_at <= v_now
          ORDER BY r.priority, r.ready_at, r.run_id
-         LIMIT claim.max_runs
+         LIMIT v_wanted
            FOR UPDATE SKIP LOCKED
     ), chosen AS (
         -- The default lease is read inside this statement, not by one more,
@@ -900,8 +1406,8 @@ BEGIN
         RETURN QUERY
     WITH picked AS (
         -- These kinds only: the oldest max_runs of each (class, kind) from
-        -- runs_ready_kind_idx, then the oldest max_runs of those. A walk of
-        -- runs_ready_idx would read every queued run of other kinds ahead.
+        -- runs_claimable_kind_idx, then the oldest max_runs of those. A walk of
+        -- runs_claimable_idx would read every queued run of other kinds ahead.
         -- The runs a pair locked but the final LIMIT drops stay locked until
         -- this claim commits: a concurrent claim steps over them, as over any
         -- run another claim holds, and they keep their place.
@@ -911,15 +1417,15 @@ BEGIN
          CROSS JOIN LATERAL (
                 SELECT r.run_id, r.priority, r.ready_at
                   FROM runq.runs AS r
-                 WHERE r.status = 'queued'
+                 WHERE r.status = 'queued' AND NOT r.parked
                    AND r.priority = cl.priority
                    AND r.kind = kd.kind
                    AND r.ready_at <= v_now
                  ORDER BY r.ready_at, r.run_id
-                 LIMIT claim.max_runs
+                 LIMIT v_wanted
                    FOR UPDATE SKIP LOCKED) AS p
          ORDER BY p.priority, p.ready_at, p.run_id
-         LIMIT claim.max_runs
+         LIMIT v_wanted
     ), chosen AS (
         -- The default lease is read inside this statement, not by one more,
         -- and as a scalar: runq.settings is never analyzed, and a join to it
@@ -963,10 +1469,23 @@ BEGIN
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    v_wanted := v_wanted - v_got::integer;
+    -- Fewer runs than asked for, and some parked in these classes: a tenant
+    -- below its limit may have its slots held by admitted runs this claim
+    -- does not take (another class or kind); runq._swap_in parks those and
+    -- admits these, and the claim looks once more. A full claim never asks.
+    EXIT WHEN v_wanted = 0 OR v_tried
+           OR NOT EXISTS (SELECT FROM runq.runs AS r
+                           WHERE r.status = 'queued' AND r.parked
+                             AND r.priority = ANY (claim.classes));
+    v_tried := true;
+    EXIT WHEN runq._swap_in(claim.classes, claim.kinds, v_wanted) = 0;
+    END LOOP;
 END
 $$;
 
-COMMENT ON FUNCTION runq.claim(classes integer[], worker_id text, lease interval, max_runs integer, kinds text[]) IS 'Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; runs skipped for their kind keep their place. Each claim adds 1 to the run''s lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+COMMENT ON FUNCTION runq.claim(classes integer[], worker_id text, lease interval, max_runs integer, kinds text[]) IS 'Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run''s lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
 Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).';
 
 CREATE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL::jsonb) RETURNS boolean
@@ -1289,6 +1808,48 @@ $$;
 COMMENT ON FUNCTION runq.orphan_report(stale_after interval) IS 'Read-only report of running runs grouped by lease_owner, by whether their last heartbeat is older than stale_after (default: runq.settings.stale_after, else greatest(2 minutes, 5 * lease / 3)), and by whether they did work (a turn or a tool call). Transitions nothing: the sweep decides on lease expiry.
 Raises 22023 (stale_after not positive).';
 
+CREATE FUNCTION runq.pause(scope text, key text, reason text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+BEGIN
+    IF runq._check_choice('scope', pause.scope, 'class, kind, tenant, schedule')
+       AND runq._check_identifier('key', pause.key)
+       AND (pause.scope <> 'class' OR runq._check_class_key('key', pause.key)) THEN
+    END IF;
+    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+
+    INSERT INTO runq.pause_settings (scope, key, reason, paused_at)
+    VALUES (pause.scope, pause.key, pause.reason, v_now)
+        ON CONFLICT (scope, key) DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+
+    -- One statement per scope, so that each reads its own index.
+    CASE pause.scope
+    WHEN 'tenant' THEN
+        UPDATE runq.runs AS r SET parked = true, updated_at = v_now
+         WHERE NOT r.parked AND r.status = 'queued' AND r.tenant_id = pause.key;
+    WHEN 'kind' THEN
+        UPDATE runq.runs AS r SET parked = true, updated_at = v_now
+         WHERE NOT r.parked AND r.status = 'queued' AND r.kind = pause.key;
+    WHEN 'class' THEN
+        UPDATE runq.runs AS r SET parked = true, updated_at = v_now
+         WHERE NOT r.parked AND r.status = 'queued' AND r.priority = pause.key::integer;
+    ELSE
+        NULL;
+    END CASE;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION runq.pause(scope text, key text, reason text) IS 'Pause a priority class (key: the class as text, ''10''), a kind, a tenant or a schedule: its queued runs are not claimed and keep their place; running runs go on; submit still accepts runs; queue_ttl keeps counting; a paused schedule does not tick. True when it paused, false when already paused.
+Raises 22023 (scope not class, kind, tenant or schedule; key NULL, empty or over 256 characters; a class key that is not a class 0..32767 without leading zeros).';
+
 CREATE FUNCTION runq.purge(older_than interval, max_runs integer DEFAULT 1000, include_failed boolean DEFAULT false) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1429,6 +1990,31 @@ $$;
 COMMENT ON FUNCTION runq.release(run_id bigint, epoch bigint) IS 'Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled. Returns true, or false when fenced.
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
+CREATE FUNCTION runq.resume(scope text, key text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF runq._check_choice('scope', resume.scope, 'class, kind, tenant, schedule')
+       AND runq._check_identifier('key', resume.key)
+       AND (resume.scope <> 'class' OR runq._check_class_key('key', resume.key)) THEN
+    END IF;
+    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+
+    DELETE FROM runq.pause_settings AS p
+     WHERE p.scope = resume.scope AND p.key = resume.key;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM runq._rebalance(true);
+    PERFORM pg_notify('runq', '');
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION runq.resume(scope text, key text) IS 'End a pause of a class, kind, tenant or schedule: its queued runs are claimable at once (as far as no other pause or limit holds them), and NOTIFY runq wakes the workers. True when it resumed, false when it was not paused.
+Raises 22023 (scope not class, kind, tenant or schedule; key NULL, empty or over 256 characters; a class key that is not a class 0..32767 without leading zeros).';
+
 CREATE FUNCTION runq.run_events(run_id bigint) RETURNS SETOF runq.run_event
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1449,6 +2035,80 @@ $$;
 
 COMMENT ON FUNCTION runq.run_events(run_id bigint) IS 'A run''s events in order: event_id, epoch, type, payload, created_at. Every transition appends one in its own transaction; heartbeats append none.
 Raises 22023 (NULL run_id), RQ003 (no such run).';
+
+CREATE FUNCTION runq.set_limit(scope text, key text, max_running integer) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    IF runq._check_choice('scope', set_limit.scope, 'tenant, kind')
+       AND runq._check_identifier('key', set_limit.key, true)
+       AND (set_limit.max_running IS NULL OR runq._check_count('max_running', set_limit.max_running)) THEN
+    END IF;
+    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+
+    IF set_limit.max_running IS NULL THEN
+        DELETE FROM runq.limit_settings AS l
+         WHERE l.scope = set_limit.scope AND l.key IS NOT DISTINCT FROM set_limit.key;
+    ELSE
+        INSERT INTO runq.limit_settings AS l (scope, key, max_running)
+        VALUES (set_limit.scope, set_limit.key, set_limit.max_running)
+            ON CONFLICT (scope, key) DO UPDATE SET max_running = EXCLUDED.max_running;
+    END IF;
+
+    -- Each key of the scope this row governs, with its admitted runs ranked:
+    -- running first (they keep their slots), then in claim order. A keyed row
+    -- reads its key's index ranges; a default, every admitted run.
+    WITH admitted AS (
+        SELECT r.run_id, r.status, r.tenant_id::text AS key, r.priority, r.ready_at
+          FROM runq.runs AS r
+         WHERE set_limit.scope = 'tenant' AND set_limit.key IS NOT NULL
+           AND r.tenant_id = set_limit.key AND r.status IN ('queued', 'running') AND NOT r.parked
+        UNION ALL
+        SELECT r.run_id, r.status, r.kind::text, r.priority, r.ready_at
+          FROM runq.runs AS r
+         WHERE set_limit.scope = 'kind' AND set_limit.key IS NOT NULL
+           AND r.kind = set_limit.key AND r.status IN ('queued', 'running') AND NOT r.parked
+        UNION ALL
+        SELECT r.run_id, r.status, r.tenant_id::text, r.priority, r.ready_at
+          FROM runq.runs AS r
+         WHERE set_limit.scope = 'tenant' AND set_limit.key IS NULL
+           AND r.status IN ('queued', 'running') AND NOT r.parked
+        UNION ALL
+        SELECT r.run_id, r.status, r.kind::text, r.priority, r.ready_at
+          FROM runq.runs AS r
+         WHERE set_limit.scope = 'kind' AND set_limit.key IS NULL
+           AND r.status IN ('queued', 'running') AND NOT r.parked
+    ), ranked AS (
+        SELECT a.run_id, a.status, a.key, runq._limit_of(set_limit.scope, a.key) AS max_running,
+               row_number() OVER (PARTITION BY a.key
+                                  ORDER BY a.status = 'running' DESC, a.priority, a.ready_at, a.run_id) AS n
+          FROM admitted AS a
+         WHERE set_limit.key IS NOT NULL
+            OR NOT EXISTS (SELECT FROM runq.limit_settings AS o
+                            WHERE o.scope = set_limit.scope AND o.key = a.key)
+    ), parked AS (
+        UPDATE runq.runs AS r
+           SET parked = true, updated_at = clock_timestamp()
+          FROM ranked AS x
+         WHERE r.run_id = x.run_id AND x.status = 'queued' AND x.n > x.max_running
+    )
+    INSERT INTO runq.limit_debts AS d (scope, key, debt)
+    SELECT set_limit.scope, x.key, count(*) - min(x.max_running)
+      FROM ranked AS x
+     WHERE x.status = 'running' AND x.max_running IS NOT NULL
+     GROUP BY x.key
+    HAVING count(*) > min(x.max_running)
+        ON CONFLICT (scope, key) DO UPDATE SET debt = EXCLUDED.debt;
+
+    -- A key with no run over its limit owes nothing; one with room admits.
+    PERFORM runq._rebalance(true);
+END
+$$;
+
+COMMENT ON FUNCTION runq.set_limit(scope text, key text, max_running integer) IS 'Set how many runs of one tenant or kind (scope ''tenant'' or ''kind'') may be running at once; key NULL sets the default for every tenant (or kind) without a row of its own; max_running NULL removes the row. claim never exceeds a limit, however many workers claim at once; waiting_for_user runs do not count. Runs over a limit stay queued, keep their place and are claimed as slots free; lowering a limit below the running count stops new claims for that key until the count falls under it (running runs go on).
+Raises 22023 (scope not tenant or kind, a key of over 256 characters or empty, max_running below 1).';
 
 CREATE FUNCTION runq.submit(tenant_id text, kind text, payload jsonb DEFAULT '{}'::jsonb, session_id text DEFAULT NULL::text, priority integer DEFAULT 10, idempotency_key text DEFAULT NULL::text, principal_id text DEFAULT NULL::text, scheduled_for timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT 3, recovery_policy text DEFAULT 'resume'::text, queue_ttl interval DEFAULT NULL::interval) RETURNS TABLE(run_id bigint, outcome text)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1667,10 +2327,15 @@ BEGIN
         )
         SELECT x.run_id, 'expired'::text FROM expired AS x ORDER BY x.run_id;
     END IF;
+
+    -- What the admissions of the moment could not do: a run now due under a
+    -- limit, a slot freed while its key's lock was busy. Busy keys are only
+    -- tried: the next sweep comes soon.
+    PERFORM runq._rebalance(false);
 END
 $$;
 
-COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
+COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
 Raises 22023 (max_runs NULL or below 1).';
 
 CREATE FUNCTION runq.tool_calls(run_id bigint) RETURNS TABLE(call_id text, tool text, idempotency text, status text, epoch bigint, args jsonb, outcome jsonb, started_at timestamp with time zone, finished_at timestamp with time zone)
@@ -1735,55 +2400,41 @@ CREATE TABLE runq.inputs (
 
 COMMENT ON TABLE runq.inputs IS 'Inputs delivered to waiting runs by runq.submit or runq.deliver_input.';
 
-CREATE TABLE runq.runs (
-    run_id bigint NOT NULL,
-    lease_epoch runq.epoch DEFAULT 0 NOT NULL,
-    last_checkpoint bigint,
-    created_at timestamp with time zone NOT NULL,
-    updated_at timestamp with time zone NOT NULL,
-    scheduled_for timestamp with time zone,
-    ready_at timestamp with time zone GENERATED ALWAYS AS (COALESCE(scheduled_for, created_at)) STORED NOT NULL,
-    expires_at timestamp with time zone,
-    heartbeat_at timestamp with time zone,
-    lease_expires_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    lease runq.duration,
-    queue_ttl runq.duration,
-    attempts runq.counter DEFAULT 0 NOT NULL,
-    max_attempts runq.attempt_limit DEFAULT 3 NOT NULL,
-    turns runq.counter DEFAULT 0 NOT NULL,
-    tools_begun runq.counter DEFAULT 0 NOT NULL,
-    priority runq.priority_class NOT NULL,
-    cancel_requested boolean DEFAULT false NOT NULL,
-    status runq.run_status DEFAULT 'queued'::text NOT NULL,
-    recovery_policy runq.recovery_policy DEFAULT 'resume'::text NOT NULL,
-    tenant_id runq.identifier NOT NULL,
-    session_id runq.identifier,
-    kind runq.identifier NOT NULL,
-    principal_id text,
-    lease_owner text,
-    payload runq.json_object DEFAULT '{}'::jsonb NOT NULL,
-    result jsonb,
-    failure runq.failure_record,
-    question jsonb,
-    CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
+CREATE TABLE runq.limit_debts (
+    scope text NOT NULL,
+    key text NOT NULL,
+    debt bigint NOT NULL,
+    CONSTRAINT limit_debts_debt_check CHECK ((debt >= 1)),
+    CONSTRAINT limit_debts_scope_check CHECK ((scope = ANY (ARRAY['tenant'::text, 'kind'::text])))
 );
 
-COMMENT ON TABLE runq.runs IS 'Every run, from submit to its terminal status; failed runs are the dead letter and stay here.';
+COMMENT ON TABLE runq.limit_debts IS 'Slots a lowered limit still owes: runs of the key that leave running pay them before a parked run is admitted.';
 
-COMMENT ON COLUMN runq.runs.lease_epoch IS 'The fencing token: +1 on every claim; a worker write applies only under the epoch it was claimed with.';
+CREATE VIEW runq.limits AS
+ SELECT l.scope,
+    l.key,
+    (l.max_running)::integer AS max_running,
+        CASE
+            WHEN (l.key IS NULL) THEN NULL::bigint
+            WHEN (l.scope = 'tenant'::text) THEN ( SELECT count(*) AS count
+               FROM runq.runs r
+              WHERE (((r.tenant_id)::text = l.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL)))
+            ELSE ( SELECT count(*) AS count
+               FROM runq.runs r
+              WHERE (((r.kind)::text = l.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL)))
+        END AS running
+   FROM runq.limit_settings l;
 
-COMMENT ON COLUMN runq.runs.last_checkpoint IS 'runq.checkpoints.seq of the newest checkpoint, so a claim finds it with one key lookup.';
+COMMENT ON VIEW runq.limits IS 'The concurrency limits (key NULL: the default of the scope) with the running count of each keyed row.';
 
-COMMENT ON COLUMN runq.runs.ready_at IS 'coalesce(scheduled_for, created_at): the claim order within a priority class.';
+CREATE VIEW runq.pauses AS
+ SELECT p.scope,
+    p.key,
+    p.reason,
+    p.paused_at
+   FROM runq.pause_settings p;
 
-COMMENT ON COLUMN runq.runs.expires_at IS 'created_at + queue_ttl: a queued run still waiting then fails with queue_ttl_expired.';
-
-COMMENT ON COLUMN runq.runs.lease IS 'Lease length of the current or last claim; a heartbeat extends the lease by it.';
-
-COMMENT ON COLUMN runq.runs.turns IS 'begin_turn calls over the run''s whole life; with tools_begun it decides zero work.';
-
-COMMENT ON COLUMN runq.runs.tools_begun IS 'begin_tool calls over the run''s whole life; with turns it decides zero work.';
+COMMENT ON VIEW runq.pauses IS 'What is paused: classes, kinds, tenants and schedules, with the reason and when.';
 
 CREATE VIEW runq.queue_stats AS
  SELECT (s.priority)::integer AS priority,
@@ -1898,6 +2549,15 @@ ALTER TABLE ONLY runq.idempotency_keys
 ALTER TABLE ONLY runq.inputs
     ADD CONSTRAINT inputs_pkey PRIMARY KEY (run_id, seq);
 
+ALTER TABLE ONLY runq.limit_debts
+    ADD CONSTRAINT limit_debts_pkey PRIMARY KEY (scope, key);
+
+ALTER TABLE ONLY runq.limit_settings
+    ADD CONSTRAINT limit_settings_key UNIQUE NULLS NOT DISTINCT (scope, key);
+
+ALTER TABLE ONLY runq.pause_settings
+    ADD CONSTRAINT pause_settings_pkey PRIMARY KEY (scope, key);
+
 ALTER TABLE ONLY runq.run_events
     ADD CONSTRAINT run_events_pkey PRIMARY KEY (run_id, event_id);
 
@@ -1914,17 +2574,37 @@ CREATE INDEX idempotency_keys_run_idx ON runq.idempotency_keys USING btree (run_
 
 CREATE UNIQUE INDEX run_events_fenced_key ON runq.run_events USING btree (run_id, epoch) WHERE ((type)::text = 'run.fenced'::text);
 
+CREATE INDEX runs_claimable_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE (((status)::text = 'queued'::text) AND (NOT parked));
+
+CREATE INDEX runs_claimable_kind_idx ON runq.runs USING btree (priority, kind, ready_at, run_id) WHERE (((status)::text = 'queued'::text) AND (NOT parked));
+
 CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_at) WHERE ((status)::text = 'failed'::text);
 
 CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY['running'::text, 'waiting_for_user'::text]));
 
+CREATE INDEX runs_parked_idx ON runq.runs USING btree (priority, tenant_id, ready_at, run_id) WHERE (((status)::text = 'queued'::text) AND parked);
+
 CREATE INDEX runs_queue_expiry_idx ON runq.runs USING btree (expires_at) WHERE (((status)::text = 'queued'::text) AND (expires_at IS NOT NULL));
+
+CREATE INDEX runs_queued_kind_idx ON runq.runs USING btree (parked, kind, priority, ready_at, run_id) WHERE ((status)::text = 'queued'::text);
+
+CREATE INDEX runs_queued_tenant_idx ON runq.runs USING btree (parked, tenant_id, priority, ready_at, run_id) WHERE ((status)::text = 'queued'::text);
 
 CREATE INDEX runs_ready_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE ((status)::text = 'queued'::text);
 
 CREATE INDEX runs_ready_kind_idx ON runq.runs USING btree (priority, kind, ready_at, run_id) WHERE ((status)::text = 'queued'::text);
 
+CREATE INDEX runs_running_kind_idx ON runq.runs USING btree (kind) WHERE (((status)::text = 'running'::text) AND (lease IS NOT NULL));
+
+CREATE INDEX runs_running_tenant_idx ON runq.runs USING btree (tenant_id) WHERE (((status)::text = 'running'::text) AND (lease IS NOT NULL));
+
 CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text])) AND (session_id IS NOT NULL));
+
+CREATE TRIGGER runs_admit_new BEFORE INSERT ON runq.runs FOR EACH ROW WHEN (((new.status)::text = 'queued'::text)) EXECUTE FUNCTION runq._park_on_entry();
+
+CREATE TRIGGER runs_admit_requeued BEFORE UPDATE OF status ON runq.runs FOR EACH ROW WHEN ((((old.status)::text <> 'queued'::text) AND ((new.status)::text = 'queued'::text))) EXECUTE FUNCTION runq._park_on_entry();
+
+CREATE TRIGGER runs_hand_on_slot AFTER UPDATE OF status ON runq.runs FOR EACH ROW WHEN ((((old.status)::text = ANY (ARRAY['queued'::text, 'running'::text])) AND (NOT old.parked) AND ((new.status)::text <> ALL (ARRAY['queued'::text, 'running'::text])))) EXECUTE FUNCTION runq._hand_on_slot();
 
 ALTER TABLE ONLY runq.checkpoints
     ADD CONSTRAINT checkpoints_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
@@ -1942,6 +2622,10 @@ GRANT USAGE ON SCHEMA runq TO runq_client;
 GRANT USAGE ON SCHEMA runq TO runq_worker;
 GRANT USAGE ON SCHEMA runq TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, wait boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._admit_parked(scope text, key text, wait boolean) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._answer_batch(run_ids bigint[], epochs bigint[], results jsonb[], matched bigint[], operation text, honours_cancel boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._backoff(attempts integer) FROM PUBLIC;
@@ -1951,6 +2635,8 @@ REVOKE ALL ON FUNCTION runq._bad_argument(argument text, expected text, got anye
 REVOKE ALL ON FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_choice(argument text, value text, choices text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_class_key(argument text, value text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._is_classes(value integer[]) FROM PUBLIC;
 
@@ -1978,11 +2664,27 @@ REVOKE ALL ON FUNCTION runq._check_object(argument text, value jsonb) FROM PUBLI
 
 REVOKE ALL ON FUNCTION runq._checkpoint_state(run_id bigint, seq bigint) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._counts_are_fresh() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._hand_on_slot() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._inputs_after(run_id bigint, seq bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._key_lock(scope text, key text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._limit_of(scope text, key text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._park_on_entry() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._paused(priority integer, kind text, tenant_id text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._pay_debt(tenant_id text, kind text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._rebalance(thorough boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean) FROM PUBLIC;
 
@@ -1990,7 +2692,15 @@ REVOKE ALL ON FUNCTION runq._request_hash(kind text, payload jsonb, session_id t
 
 REVOKE ALL ON FUNCTION runq._resolve_tool_calls(run_ids bigint[], at timestamp with time zone) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._room_tried(scope text, key text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._run_not_found(run_id bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._settings_lock() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._taken(scope text, key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) TO runq_worker;
@@ -2054,6 +2764,9 @@ GRANT ALL ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) TO 
 REVOKE ALL ON FUNCTION runq.orphan_report(stale_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.orphan_report(stale_after interval) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.pause(scope text, key text, reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.pause(scope text, key text, reason text) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) TO runq_admin;
 
@@ -2064,9 +2777,15 @@ REVOKE ALL ON FUNCTION runq.release(run_id bigint, epoch bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.release(run_id bigint, epoch bigint) TO runq_worker;
 GRANT ALL ON FUNCTION runq.release(run_id bigint, epoch bigint) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.resume(scope text, key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.resume(scope text, key text) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.run_events(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_client;
 GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_admin;
+
+REVOKE ALL ON FUNCTION runq.set_limit(scope text, key text, max_running integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.set_limit(scope text, key text, max_running integer) TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) TO runq_client;
@@ -2079,5 +2798,9 @@ GRANT ALL ON FUNCTION runq.sweep(max_runs integer) TO runq_admin;
 REVOKE ALL ON FUNCTION runq.tool_calls(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_worker;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_admin;
+
+GRANT SELECT ON TABLE runq.limits TO runq_admin;
+
+GRANT SELECT ON TABLE runq.pauses TO runq_admin;
 
 GRANT SELECT ON TABLE runq.queue_stats TO runq_admin;

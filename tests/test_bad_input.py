@@ -212,6 +212,14 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
     # older_than '1 day': the world's runs are younger, so a valid call deletes none.
     ("purge", "", [("older_than", "interval", "interval '1 day'", False),
                    ("max_runs", "integer", "10", False), ("include_failed", "boolean", "true", False)]),
+    # A limit no count reaches, on a tenant no run has: a valid call that limits nothing.
+    ("set_limit", "", [("scope", "text", "'tenant'", False),
+                       ("key", "text", "%(u)s", True),              # NULL: the default row
+                       ("max_running", "integer", "2147483647", True)]),  # NULL: remove the row
+    # A tenant no run has: pausing it holds back no run of the world's.
+    ("pause", "", [("scope", "text", "'tenant'", False), ("key", "text", "%(u)s", False),
+                   ("reason", "text", "'why'", True)]),             # NULL: no reason given
+    ("resume", "", [("scope", "text", "'tenant'", False), ("key", "text", "%(u)s", False)]),
 ]
 
 
@@ -430,6 +438,41 @@ VALUE_CASES: list[Case] = [
                    FROM runq.runs AS r WHERE r.tenant_id = '租户-αβγ'"""),
     rejected("begin-tool-idempotency-unicode", *v("begin_tool", idempotency="'ｒｅａｄ_ｏｎｌｙ'"),
              "idempotency", "ｒｅａｄ_ｏｎｌｙ"),
+    # -- limits: a scope of tenant or kind, at least one running run
+    rejected("set-limit-scope-unknown", *v("set_limit", scope="'bogus'"), "scope", "bogus"),
+    rejected("set-limit-scope-class", *v("set_limit", scope="'class'"), "scope", "class"),
+    rejected("set-limit-scope-upper", *v("set_limit", scope="'TENANT'"), "scope", "TENANT"),
+    rejected("set-limit-scope-huge", *v("set_limit", scope="repeat('z', 1000000)"), "scope", "zzzz",
+             max_message=1000),
+    rejected("set-limit-max-running-0", *v("set_limit", max_running="0"), "max_running", "0"),
+    rejected("set-limit-max-running-negative", *v("set_limit", max_running="-1"), "max_running", "-1"),
+    rejected("set-limit-max-running-int-min", *v("set_limit", max_running="-2147483648"),
+             "max_running", "-2147483648"),
+    accepted("set-limit-kind", *v("set_limit", scope="'kind'", max_running="1"),
+             check="SELECT (l.max_running, l.running) = (1, 0) FROM runq.limits AS l"
+                   " WHERE l.scope = 'kind' AND l.key = %(u)s"),
+    accepted("set-limit-sql-key", *v("set_limit", key="%(u)s || '''); DELETE FROM runq.runs; --'"),
+             check="SELECT count(*) = 1 FROM runq.limits AS l"
+                   " WHERE l.key = %(u)s || '''); DELETE FROM runq.runs; --'"),
+    # -- pauses: a scope of class, kind, tenant or schedule; a class is 0..32767 as text
+    rejected("pause-scope-unknown", *v("pause", scope="'bogus'"), "scope", "bogus"),
+    rejected("pause-scope-upper", *v("pause", scope="'CLASS'", key="'10'"), "scope", "CLASS"),
+    rejected("pause-class-not-a-number", *v("pause", scope="'class'", key="'abc'"), "abc"),
+    rejected("pause-class-negative", *v("pause", scope="'class'", key="'-1'"), "-1"),
+    rejected("pause-class-32768", *v("pause", scope="'class'", key="'32768'"), "32768"),
+    rejected("pause-class-decimal", *v("pause", scope="'class'", key="'1.5'"), "1.5"),
+    rejected("pause-class-huge", *v("pause", scope="'class'", key="repeat('9', 1000000)"), "9999",
+             max_message=1000),
+    rejected("resume-scope-unknown", *v("resume", scope="'bogus'"), "scope", "bogus"),
+    rejected("resume-class-not-a-number", *v("resume", scope="'class'", key="'abc'"), "abc"),
+    # A class no run is in (the world's classes start at 20000): paused, holding nothing back.
+    accepted("pause-class-unused", *v("pause", scope="'class'", key="'31998'"),
+             check="SELECT count(*) = 1 FROM runq.pauses AS p WHERE (p.scope, p.key) = ('class', '31998')"),
+    accepted("pause-schedule", *v("pause", scope="'schedule'"),
+             check="SELECT count(*) = 1 FROM runq.pauses AS p WHERE (p.scope, p.key) = ('schedule', %(u)s)"),
+    accepted("pause-sql-reason", *v("pause", reason="'r''; DELETE FROM runq.runs; --'"),
+             check="SELECT p.reason = 'r''; DELETE FROM runq.runs; --' FROM runq.pauses AS p"
+                   " WHERE p.key = %(u)s"),
 ]
 
 

@@ -161,7 +161,8 @@ def test_cpu_per_cycle_reports_each_queue(server_url: str) -> None:
     rows = {line.split("|")[1].strip(): float(line.split("|")[2])
             for line in out.stdout.splitlines() if line.startswith("| ") and "µs" not in line
             and "---" not in line}
-    assert set(rows) == {"minimal queue", "floor", "runq (working tree)", "runq at HEAD"}, out.stdout
+    assert set(rows) == {"minimal queue", "floor", "runq (working tree)",
+                         "runq, limits set, never reached", "runq at HEAD"}, out.stdout
     assert all(us > 0 for us in rows.values()), out.stdout
     assert rows["runq (working tree)"] > rows["minimal queue"], out.stdout
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import runq
 from runq import Client
 from runq.cli import main
 
@@ -68,10 +69,111 @@ def test_status(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[2].startswith("0 interactive") and lines[4].startswith("20 maintenance")
     assert lines[3].split()[:7] == ["10", "async", "0", "0", "0", "0", "1"]
     code, out, _ = run_cli(capsys, "status", "--json")
-    rows = json.loads(out)
+    doc = json.loads(out)
+    assert (doc["limits"], doc["pauses"]) == ([], [])
+    rows = doc["queue_stats"]
     assert [r["priority"] for r in rows] == [0, 10, 20]
     assert rows[1]["failed"] == 1 and rows[1]["oldest_ready_age"] is None
     assert isinstance(rows[0]["oldest_ready_age"], float)
+
+
+def test_status_shows_the_limits_and_the_pauses(client: Client,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    client.set_limit("tenant", None, 2)
+    client.set_limit("tenant", "acme", 10)
+    client.pause("class", "20", reason="nightly load")
+    client.pause("kind", "report")
+    code, out, err = run_cli(capsys, "status")  # no runs: the limits and pauses still show
+    assert (code, err) == (0, "")
+    assert out.startswith("no queued, running, waiting or failed runs\n\nlimit ")
+    client.submit("acme", "k")
+    client.claim([10])
+    code, out, err = run_cli(capsys, "status")
+    assert (code, err) == (0, "")
+    stats, limits, pauses = out.split("\n\n")
+    assert stats.splitlines()[2].split()[:5] == ["10", "async", "0", "0", "1"]
+    lines = limits.splitlines()
+    assert lines[0].split() == ["limit", "key", "max", "running", "running"]
+    assert [line.split() for line in lines[2:]] == [["tenant", "-", "2", "-"],
+                                                   ["tenant", "acme", "10", "1"]]
+    lines = pauses.splitlines()
+    assert lines[0].split() == ["paused", "key", "reason", "since"]
+    assert lines[2].split()[:5] == ["class", "20", "maintenance", "nightly", "load"]
+    assert lines[3].split()[:3] == ["kind", "report", "-"]
+    assert len(lines) == 4 and pauses.endswith("\n")
+    code, out, _ = run_cli(capsys, "--json", "status")
+    doc = json.loads(out)
+    assert doc["queue_stats"][0]["running"] == 1
+    assert doc["limits"] == [
+        {"scope": "tenant", "key": None, "max_running": 2, "running": None},
+        {"scope": "tenant", "key": "acme", "max_running": 10, "running": 1}]
+    assert [(p["scope"], p["key"], p["reason"]) for p in doc["pauses"]] == [
+        ("class", "20", "nightly load"), ("kind", "report", None)]
+    assert isinstance(doc["pauses"][0]["paused_at"], str)
+
+
+def test_limit(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "limit", "tenant", "acme", "10") == (
+        0, "tenant acme: at most 10 running\n", "")
+    assert run_cli(capsys, "limit", "tenant", "-", "2") == (
+        0, "every tenant without a limit of its own: at most 2 running\n", "")
+    code, out, _ = run_cli(capsys, "--json", "limit", "kind", "report", "1")
+    assert (code, json.loads(out)) == (0, {"scope": "kind", "key": "report", "max_running": 1})
+    assert client.limits() == [runq.Limit("kind", "report", 1, 0),
+                               runq.Limit("tenant", None, 2, None),
+                               runq.Limit("tenant", "acme", 10, 0)]
+    assert run_cli(capsys, "limit", "tenant", "acme", "none") == (
+        0, "tenant acme: no limit of its own\n", "")
+    assert run_cli(capsys, "limit", "tenant", "-", "None") == (
+        0, "every tenant without a limit of its own: no limit\n", "")
+    code, out, _ = run_cli(capsys, "limit", "kind", "report", "none", "--json")
+    assert (code, json.loads(out)) == (0, {"scope": "kind", "key": "report",
+                                           "max_running": None})
+    assert client.limits() == []
+    # runq judges the values: exit 1 and its message, naming the value, on one line
+    for argv, names in ((["bogus", "acme", "2"], ("scope", "bogus")),
+                        (["tenant", "acme", "0"], ("max_running", "0")),
+                        (["kind", "-", "-5"], ("max_running", "-5"))):
+        code, out, err = run_cli(capsys, "limit", *argv)
+        assert (code, out) == (1, "") and err.startswith("runq limit: ")
+        assert err.count("\n") == 1 and all(n in err for n in names), err
+    assert client.limits() == []
+    with pytest.raises(SystemExit) as exit_info:
+        main(["limit", "tenant", "acme", "many"])
+    assert exit_info.value.code == 2
+    assert "not a whole number or none: 'many'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["limit", "tenant", "acme"])
+    assert exit_info.value.code == 2
+
+
+def test_pause_and_resume(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    run = client.submit("acme", "k").run_id
+    assert run_cli(capsys, "pause", "class", "10", "--reason", "deploy") == (
+        0, "class 10 paused\n", "")
+    assert run_cli(capsys, "pause", "class", "10") == (0, "class 10 was paused already\n", "")
+    code, out, _ = run_cli(capsys, "--json", "pause", "tenant", "acme")
+    assert (code, json.loads(out)) == (0, {"scope": "tenant", "key": "acme", "paused": True})
+    assert [(p.scope, p.key, p.reason) for p in client.pauses()] == [
+        ("class", "10", "deploy"), ("tenant", "acme", None)]
+    assert client.claim([10]) == []
+    assert run_cli(capsys, "resume", "class", "10") == (0, "class 10 resumed\n", "")
+    assert run_cli(capsys, "resume", "class", "10") == (0, "class 10 was not paused\n", "")
+    assert client.claim([10]) == []  # the tenant is still paused
+    code, out, _ = run_cli(capsys, "resume", "tenant", "acme", "--json")
+    assert (code, json.loads(out)) == (0, {"scope": "tenant", "key": "acme", "resumed": True})
+    assert [c.run_id for c in client.claim([10])] == [run]
+    assert client.pauses() == []
+    for command, argv, value in (("pause", ["bogus", "x"], "bogus"),
+                                 ("pause", ["class", "40000"], "40000"),
+                                 ("resume", ["bogus", "x"], "bogus")):
+        code, out, err = run_cli(capsys, command, *argv)
+        assert (code, out) == (1, "") and err.startswith(f"runq {command}: ")
+        assert err.count("\n") == 1 and value in err, err
+    assert client.pauses() == []
+    with pytest.raises(SystemExit) as exit_info:
+        main(["pause", "class"])
+    assert exit_info.value.code == 2
 
 
 def test_inspect(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
@@ -237,4 +339,5 @@ def test_console_script_prints_no_traceback(db_url: str) -> None:
     assert proc.stderr == "runq inspect: run 424242 not found\n"
     proc = subprocess.run([*runq_command(), "--json", "status"], capture_output=True,
                           text=True, env=env, timeout=60)
-    assert (proc.returncode, json.loads(proc.stdout), proc.stderr) == (0, [], "")
+    assert (proc.returncode, json.loads(proc.stdout), proc.stderr) == (
+        0, {"queue_stats": [], "limits": [], "pauses": []}, "")

@@ -344,6 +344,118 @@ def test_orphan_report_and_queue_stats(client: Client) -> None:
     assert stats[1].oldest_ready_age is not None and stats[0].oldest_ready_age is None
 
 
+# -- limits and pauses ---------------------------------------------------------------
+
+
+def test_set_limit_and_limits_round_trip(client: Client) -> None:
+    assert client.limits() == []
+    assert client.set_limit("tenant", None, 2) is None
+    assert client.set_limit("tenant", "acme", 10) is None
+    assert client.set_limit("kind", "report", 1) is None
+    first = client.submit("acme", "report").run_id
+    client.submit("acme", "report")
+    # The kind's limit holds from the client too: one of the two is claimed.
+    assert [c.run_id for c in client.claim([10], max_runs=5)] == [first]
+    assert client.limits() == [
+        runq.Limit("kind", "report", 1, 1),
+        runq.Limit("tenant", None, 2, None),     # the default row: no count of its own
+        runq.Limit("tenant", "acme", 10, 1)]
+    client.set_limit("tenant", "acme", 3)        # a second call replaces the row
+    client.set_limit("kind", "report", None)     # None removes it ...
+    client.set_limit("kind", "report", None)     # ... and removing an absent row is a no-op
+    client.set_limit("tenant", None, None)
+    assert client.limits() == [runq.Limit("tenant", "acme", 3, 1)]
+    assert [c.kind for c in client.claim([10])] == ["report"]  # the kind limit is gone
+
+
+def test_set_limit_bad_input_names_the_value_and_changes_nothing(client: Client) -> None:
+    client.set_limit("tenant", "acme", 4)
+    bad: list[tuple[Callable[[], None], tuple[str, ...]]] = [
+        (lambda: client.set_limit("bogus", "acme", 2), ("scope", "bogus")),
+        (lambda: client.set_limit("class", "10", 2), ("scope", "class")),  # pause's, not a limit's
+        (lambda: client.set_limit("tenant", "acme", 0), ("max_running", "0")),
+        (lambda: client.set_limit("tenant", None, -3), ("max_running", "-3")),
+        (lambda: client.set_limit(None, "acme", 2), ("scope", "NULL")),  # type: ignore[arg-type]
+    ]
+    for call, names in bad:
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        assert info.value.sqlstate == "22023"
+        for name in names:
+            assert name in str(info.value), (names, str(info.value))
+    assert client.limits() == [runq.Limit("tenant", "acme", 4, 0)]
+
+
+def test_pause_resume_and_pauses_round_trip(client: Client,
+                                            conn: psycopg.Connection[Any]) -> None:
+    assert client.pauses() == []
+    before = datetime.now(timezone.utc)
+    assert client.pause("class", "10", reason="deploy") is True
+    assert client.pause("class", "10", reason="again") is False  # paused already: kept as it was
+    assert client.pause("tenant", "acme") is True
+    assert client.pause("schedule", "nightly") is True  # recorded, nothing to stop yet
+    pauses = client.pauses()
+    assert [(p.scope, p.key, p.reason) for p in pauses] == [
+        ("class", "10", "deploy"), ("schedule", "nightly", None), ("tenant", "acme", None)]
+    assert all(before <= p.paused_at <= datetime.now(timezone.utc) for p in pauses)
+    held = client.submit("other", "k").run_id            # class 10: paused
+    acme = client.submit("acme", "k", priority=0).run_id  # class 0, but tenant acme is paused
+    free = client.submit("other", "k", priority=0).run_id
+    assert [c.run_id for c in client.claim([0, 10], max_runs=5)] == [free]
+    conn.execute("LISTEN runq")
+    assert client.resume("class", "10") is True
+    assert [n.channel for n in conn.notifies(timeout=10, stop_after=1)] == ["runq"]
+    assert client.resume("class", "10") is False
+    assert [c.run_id for c in client.claim([0, 10], max_runs=5)] == [held]
+    assert client.resume("tenant", "acme") is True
+    assert [c.run_id for c in client.claim([0, 10], max_runs=5)] == [acme]
+    assert client.pauses() == [runq.Pause("schedule", "nightly", None, pauses[1].paused_at)]
+
+
+def test_pause_bad_input_names_the_value_and_changes_nothing(client: Client) -> None:
+    client.pause("kind", "report")
+    bad: list[tuple[Callable[[], bool], tuple[str, ...]]] = [
+        (lambda: client.pause("bogus", "x"), ("scope", "bogus")),
+        (lambda: client.pause("class", "abc"), ("abc",)),
+        (lambda: client.pause("class", "32768"), ("32768",)),
+        (lambda: client.pause("class", "-1"), ("-1",)),
+        (lambda: client.pause("tenant", None), ("key", "NULL")),  # type: ignore[arg-type]
+        (lambda: client.resume("bogus", "x"), ("scope", "bogus")),
+        (lambda: client.resume("kind", None), ("key", "NULL")),  # type: ignore[arg-type]
+    ]
+    for call, names in bad:
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        assert info.value.sqlstate == "22023"
+        for name in names:
+            assert name in str(info.value), (names, str(info.value))
+    assert [(p.scope, p.key) for p in client.pauses()] == [("kind", "report")]
+
+
+def test_resume_checks_a_class_key_as_pause_does(client: Client) -> None:
+    # A key that pause refuses is refused by resume too, naming it, rather
+    # than answered "not paused".
+    for key in ("abc", "32768", "-1"):
+        with pytest.raises(InvalidArgument, match=key):
+            client.resume("class", key)
+
+
+def test_a_class_is_one_key_however_it_is_spelled(client: Client) -> None:
+    # '010' is class 10: either refused, or the same pause as '10' (one row,
+    # and the class's later runs held back by it too).
+    try:
+        paused = client.pause("class", "010")
+    except InvalidArgument as error:
+        assert "010" in str(error)
+        return
+    assert paused is True
+    assert client.pause("class", "10") is False
+    assert [(p.scope, p.key) for p in client.pauses()] == [("class", "10")]
+    client.submit("t", "k", priority=10)
+    assert client.claim([10]) == []
+    assert client.resume("class", "10") is True and client.pauses() == []
+
+
 # -- sources and transactions -------------------------------------------------------
 
 

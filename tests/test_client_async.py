@@ -119,6 +119,37 @@ async def test_purge(client: AsyncClient) -> None:
         await client.get_run(run)
 
 
+async def test_limits_and_pauses(client: AsyncClient) -> None:
+    assert await client.limits() == [] and await client.pauses() == []
+    assert await client.set_limit("tenant", None, 2) is None
+    assert await client.set_limit("kind", "report", 1) is None
+    first = (await client.submit("acme", "report")).run_id
+    await client.submit("acme", "report")
+    assert [c.run_id for c in await client.claim([10], max_runs=5)] == [first]
+    assert await client.limits() == [runq.Limit("kind", "report", 1, 1),
+                                     runq.Limit("tenant", None, 2, None)]
+    await client.set_limit("kind", "report", None)
+    assert await client.limits() == [runq.Limit("tenant", None, 2, None)]
+    with pytest.raises(InvalidArgument, match="bogus"):
+        await client.set_limit("bogus", "x", 1)
+    with pytest.raises(InvalidArgument, match="max_running"):
+        await client.set_limit("tenant", "acme", 0)
+
+    assert await client.pause("kind", "report", reason="broken") is True
+    assert await client.pause("kind", "report") is False
+    [pause] = await client.pauses()
+    assert (pause.scope, pause.key, pause.reason) == ("kind", "report", "broken")
+    assert await client.claim([10]) == []
+    assert await client.resume("kind", "report") is True
+    assert await client.resume("kind", "report") is False
+    assert await client.pauses() == []
+    assert [c.kind for c in await client.claim([10])] == ["report"]
+    with pytest.raises(InvalidArgument, match="abc"):
+        await client.pause("class", "abc")
+    with pytest.raises(InvalidArgument, match="bogus"):
+        await client.resume("bogus", "x")
+
+
 async def test_each_mapped_exception(client: AsyncClient) -> None:
     await client.submit("t", "k", {"a": 1}, idempotency_key="key")
     with pytest.raises(IdempotencyConflict) as conflict:

@@ -23,6 +23,7 @@ CALLS = [
     "claim", "heartbeat", "heartbeat_many", "complete", "complete_many", "fail", "release", "ask_user", "checkpoint",
     "begin_turn", "begin_tool", "end_tool", "tool_calls",
     "sweep", "redrive", "orphan_report", "queue_stats", "dead_letter", "purge",
+    "set_limit", "limits", "pause", "resume", "pauses",
 ]
 
 SNIPPET = '''\
@@ -46,6 +47,12 @@ async def check(client: Client, aclient: AsyncClient) -> None:
     client.submit("t", "k", prority=1)
     client.heartbeat(1)
     Client(await psycopg.AsyncConnection.connect(""))
+    reveal_type(client.set_limit)
+    reveal_type(await aclient.set_limit("tenant", None, 2))
+    reveal_type(client.limits())
+    reveal_type(await aclient.pauses())
+    reveal_type(client.pause("class", "10", reason="deploy"))
+    client.pause("class", 10)
 '''
 
 REVEALED = [
@@ -59,6 +66,11 @@ REVEALED = [
     " kinds: typing.Sequence[str] | None =) -> list[runq.types.ClaimedRun]",
     "def (runq.client.Client, run_id: int, epoch: int) -> bool",
     "def (runq.client.AsyncClient, run_id: int, epoch: int) -> typing.Coroutine[Any, Any, bool]",
+    "def (scope: str, key: str | None, max_running: int | None)",
+    "None",
+    "list[runq.types.Limit]",
+    "list[runq.types.Pause]",
+    "bool",
 ]
 
 # (line in SNIPPET, what mypy says there)
@@ -67,6 +79,7 @@ ERRORS = [
     (18, 'Unexpected keyword argument "prority"'),
     (19, "Too few arguments"),  # heartbeat without its epoch
     (20, 'Argument 1 to "Client" has incompatible type "AsyncConnection'),
+    (26, 'Argument 2 has incompatible type "int"; expected "str"'),  # the class as text
 ]
 
 

@@ -29,12 +29,16 @@ from pgutil import ROOT
 
 # -- plpgsql_check ------------------------------------------------------------
 
+# A trigger function is checked against the table of its trigger (relid).
 CHECK = """
 SELECT p.oid::regprocedure::text AS function, t.level, t.lineno, t.sqlstate, t.message,
        t.detail, t.hint, t.statement
   FROM pg_catalog.pg_proc AS p
  CROSS JOIN LATERAL plpgsql_check_function_tb(
-           p.oid, all_warnings => true, use_incomment_options => false) AS t
+           p.oid,
+           relid => coalesce((SELECT min(g.tgrelid::oid) FROM pg_catalog.pg_trigger AS g
+                               WHERE g.tgfoid = p.oid), 0)::regclass,
+           all_warnings => true, use_incomment_options => false) AS t
  WHERE p.pronamespace = %(schema)s::regnamespace
    AND p.prolang = (SELECT l.oid FROM pg_catalog.pg_language AS l WHERE l.lanname = 'plpgsql')
  ORDER BY 1, t.lineno

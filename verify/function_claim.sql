@@ -2,6 +2,6 @@
 
 \set function 'runq.claim(integer[], text, interval, integer, text[])'
 \set callers 'runq_worker runq_admin'
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._check_classes('
+-- This version takes admitted runs only, and asks runq._swap_in when short.
+\set body 'runq._swap_in('
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.sweep(integer)'
 \set callers 'runq_worker runq_admin'
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._check_count('
+-- This version ends with the admissions' backstop.
+\set body 'runq._rebalance('
 \ir lib/function.sql

@@ -1,9 +1,9 @@
--- The foundation schema: every table, column, constraint and index
+-- The foundation schema: every table, column, constraint, index and trigger
 -- with its intended type, and the constraints proved by what they reject.
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(301);
+SELECT plan(363);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -11,7 +11,8 @@ SELECT plan(301);
 SELECT has_schema('runq');
 SELECT tables_are('runq',
     ARRAY['settings', 'runs', 'run_events', 'idempotency_keys',
-          'checkpoints', 'inputs', 'tool_calls']);
+          'checkpoints', 'inputs', 'tool_calls', 'limit_settings', 'limit_debts',
+          'pause_settings']);
 SELECT sequences_are('runq',
     ARRAY['progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
@@ -44,7 +45,7 @@ SELECT columns_are('runq', 'runs',
           'finished_at', 'lease', 'queue_ttl', 'attempts', 'max_attempts', 'turns',
           'tools_begun', 'priority', 'cancel_requested', 'status', 'recovery_policy',
           'tenant_id', 'session_id', 'kind', 'principal_id', 'lease_owner', 'payload',
-          'result', 'failure', 'question']);
+          'result', 'failure', 'question', 'parked']);
 SELECT columns_are('runq', 'run_events',
     ARRAY['run_id', 'event_id', 'epoch', 'created_at', 'type', 'payload']);
 SELECT columns_are('runq', 'idempotency_keys',
@@ -56,6 +57,9 @@ SELECT columns_are('runq', 'inputs',
 SELECT columns_are('runq', 'tool_calls',
     ARRAY['run_id', 'call_id', 'epoch', 'started_at', 'finished_at', 'tool', 'idempotency',
           'status', 'args', 'outcome']);
+SELECT columns_are('runq', 'limit_settings', ARRAY['scope', 'key', 'max_running']);
+SELECT columns_are('runq', 'limit_debts', ARRAY['scope', 'key', 'debt']);
+SELECT columns_are('runq', 'pause_settings', ARRAY['scope', 'key', 'reason', 'paused_at']);
 -- The composite types get_run and run_events return: the contract's columns.
 SELECT columns_are('runq', 'run_info',
     ARRAY['run_id', 'tenant_id', 'session_id', 'kind', 'status', 'priority', 'attempts',
@@ -102,6 +106,7 @@ INSERT INTO expected_columns VALUES
     ('runs', 'result',               'jsonb',                    false),
     ('runs', 'failure',              'runq.failure_record',                    false),
     ('runs', 'question',             'jsonb',                    false),
+    ('runs', 'parked',               'boolean',                  true),
     ('run_events', 'run_id',         'bigint',                   true),
     ('run_events', 'event_id',       'bigint',                   true),
     ('run_events', 'epoch',          'runq.epoch',                   true),
@@ -132,9 +137,19 @@ INSERT INTO expected_columns VALUES
     ('tool_calls', 'idempotency',    'runq.tool_idempotency',                     true),
     ('tool_calls', 'status',         'runq.tool_call_status',                     true),
     ('tool_calls', 'args',           'runq.json_object',                    true),
-    ('tool_calls', 'outcome',        'jsonb',                    false);
+    ('tool_calls', 'outcome',        'jsonb',                    false),
+    ('limit_settings', 'scope',       'text',                     true),
+    ('limit_settings', 'key',         'text',                     false),
+    ('limit_settings', 'max_running', 'bigint',                   true),
+    ('limit_debts', 'scope',         'text',                     true),
+    ('limit_debts', 'key',           'text',                     true),
+    ('limit_debts', 'debt',          'bigint',                   true),
+    ('pause_settings', 'scope',      'text',                     true),
+    ('pause_settings', 'key',        'text',                     true),
+    ('pause_settings', 'reason',     'text',                     false),
+    ('pause_settings', 'paused_at',  'timestamp with time zone', true);
 
--- 66 type tests, 66 nullability tests.
+-- 77 type tests, 77 nullability tests.
 SELECT col_type_is('runq', tbl, col, typ, format('runq.%s.%s is %s', tbl, col, typ))
   FROM expected_columns ORDER BY tbl, col;
 SELECT CASE WHEN n THEN col_not_null('runq', tbl, col, format('runq.%s.%s is NOT NULL', tbl, col))
@@ -180,6 +195,9 @@ SELECT is((SELECT a.attidentity::text FROM pg_catalog.pg_attribute AS a
 SELECT is((SELECT a.attgenerated::text FROM pg_catalog.pg_attribute AS a
             WHERE a.attrelid = 'runq.runs'::regclass AND a.attname = 'ready_at'),
           's', 'runq.runs.ready_at is a stored generated column');
+-- A run is admitted unless a limit or a pause parks it: the constant default
+-- (stored in the catalog, so adding the column rewrote no row).
+SELECT col_default_is('runq', 'runs', 'parked', 'false', 'runq.runs.parked defaults to false');
 
 -- ---------------------------------------------------------------------------
 -- Keys and constraints by name
@@ -192,6 +210,13 @@ SELECT col_is_pk('runq', 'inputs', ARRAY['run_id', 'seq'], 'inputs is keyed by (
 SELECT col_is_pk('runq', 'tool_calls', ARRAY['run_id', 'call_id'], 'tool_calls is keyed by (run_id, call_id)');
 SELECT col_is_unique('runq', 'idempotency_keys', ARRAY['tenant_id', 'principal_id', 'idempotency_key'],
                      'idempotency keys are unique per (tenant_id, principal_id, idempotency_key)');
+-- key NULL is the default row of a scope, so no primary key: a unique
+-- constraint with NULLS NOT DISTINCT (its index definition below).
+SELECT hasnt_pk('runq', 'limit_settings', 'limit_settings has no primary key (key NULL is the default row)');
+SELECT col_is_unique('runq', 'limit_settings', ARRAY['scope', 'key'],
+                     'limit settings are unique per (scope, key)');
+SELECT col_is_pk('runq', 'limit_debts', ARRAY['scope', 'key'], 'limit_debts is keyed by (scope, key)');
+SELECT col_is_pk('runq', 'pause_settings', ARRAY['scope', 'key'], 'pause_settings is keyed by (scope, key)');
 
 SELECT fk_ok('runq', 'idempotency_keys', 'run_id', 'runq', 'runs', 'run_id');
 SELECT fk_ok('runq', 'checkpoints', 'run_id', 'runq', 'runs', 'run_id');
@@ -215,7 +240,10 @@ SELECT is(
     ('checkpoints', ARRAY[]::text[]),
     ('inputs', ARRAY[]::text[]),
     ('tool_calls', ARRAY['tool_calls_finished_iff_outcome',
-                         'tool_calls_uncertain_only_non_idempotent'])
+                         'tool_calls_uncertain_only_non_idempotent']),
+    ('limit_settings', ARRAY['limit_settings_max_running_check', 'limit_settings_scope_check']),
+    ('limit_debts', ARRAY['limit_debts_debt_check', 'limit_debts_scope_check']),
+    ('pause_settings', ARRAY['pause_settings_scope_check'])
   ) AS v(tbl, checks);
 -- runs' one CHECK casts each row's shape to a domain that carries the five
 -- run-state invariants (a domain's constraints are cached per session; a
@@ -235,12 +263,18 @@ SELECT is(
 SELECT indexes_are('runq', 'settings', ARRAY['settings_pkey']);
 SELECT indexes_are('runq', 'runs',
     ARRAY['runs_pkey', 'runs_ready_idx', 'runs_ready_kind_idx', 'runs_session_active_key',
-          'runs_held_idx', 'runs_queue_expiry_idx', 'runs_dead_letter_idx']);
+          'runs_held_idx', 'runs_queue_expiry_idx', 'runs_dead_letter_idx',
+          'runs_claimable_idx', 'runs_claimable_kind_idx', 'runs_queued_tenant_idx',
+          'runs_queued_kind_idx', 'runs_running_tenant_idx', 'runs_running_kind_idx',
+          'runs_parked_idx']);
 SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key']);
 SELECT indexes_are('runq', 'idempotency_keys', ARRAY['idempotency_keys_scope_key', 'idempotency_keys_run_idx']);
 SELECT indexes_are('runq', 'checkpoints', ARRAY['checkpoints_pkey']);
 SELECT indexes_are('runq', 'inputs', ARRAY['inputs_pkey']);
 SELECT indexes_are('runq', 'tool_calls', ARRAY['tool_calls_pkey']);
+SELECT indexes_are('runq', 'limit_settings', ARRAY['limit_settings_key']);
+SELECT indexes_are('runq', 'limit_debts', ARRAY['limit_debts_pkey']);
+SELECT indexes_are('runq', 'pause_settings', ARRAY['pause_settings_pkey']);
 
 SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, idx || ' is defined as designed')
   FROM (VALUES
@@ -256,6 +290,26 @@ SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, 
      'CREATE INDEX runs_queue_expiry_idx ON runq.runs USING btree (expires_at) WHERE (((status)::text = ''queued''::text) AND (expires_at IS NOT NULL))'),
     ('runs_dead_letter_idx',
      'CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_at) WHERE ((status)::text = ''failed''::text)'),
+    -- What claim walks: the ready indexes without the parked runs.
+    ('runs_claimable_idx',
+     'CREATE INDEX runs_claimable_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE (((status)::text = ''queued''::text) AND (NOT parked))'),
+    ('runs_claimable_kind_idx',
+     'CREATE INDEX runs_claimable_kind_idx ON runq.runs USING btree (priority, kind, ready_at, run_id) WHERE (((status)::text = ''queued''::text) AND (NOT parked))'),
+    -- A tenant's (kind's) admitted queued runs, then its parked ones in claim order.
+    ('runs_queued_tenant_idx',
+     'CREATE INDEX runs_queued_tenant_idx ON runq.runs USING btree (parked, tenant_id, priority, ready_at, run_id) WHERE ((status)::text = ''queued''::text)'),
+    ('runs_queued_kind_idx',
+     'CREATE INDEX runs_queued_kind_idx ON runq.runs USING btree (parked, kind, priority, ready_at, run_id) WHERE ((status)::text = ''queued''::text)'),
+    -- The running runs a limit counts: lease, not lease_expires_at (HOT heartbeats).
+    ('runs_running_tenant_idx',
+     'CREATE INDEX runs_running_tenant_idx ON runq.runs USING btree (tenant_id) WHERE (((status)::text = ''running''::text) AND (lease IS NOT NULL))'),
+    ('runs_running_kind_idx',
+     'CREATE INDEX runs_running_kind_idx ON runq.runs USING btree (kind) WHERE (((status)::text = ''running''::text) AND (lease IS NOT NULL))'),
+    -- The parked runs of each class, tenant by tenant.
+    ('runs_parked_idx',
+     'CREATE INDEX runs_parked_idx ON runq.runs USING btree (priority, tenant_id, ready_at, run_id) WHERE (((status)::text = ''queued''::text) AND parked)'),
+    ('limit_settings_key',
+     'CREATE UNIQUE INDEX limit_settings_key ON runq.limit_settings USING btree (scope, key) NULLS NOT DISTINCT'),
     ('run_events_fenced_key',
      'CREATE UNIQUE INDEX run_events_fenced_key ON runq.run_events USING btree (run_id, epoch) WHERE ((type)::text = ''run.fenced''::text)'),
     ('idempotency_keys_scope_key',
@@ -272,6 +326,18 @@ SELECT is((SELECT count(*)::int FROM pg_catalog.pg_index AS i
             WHERE i.indrelid = 'runq.runs'::regclass
               AND a.attname IN ('heartbeat_at', 'lease_expires_at', 'updated_at')),
           0, 'no index on runs covers heartbeat_at, lease_expires_at or updated_at (HOT heartbeats)');
+
+-- ---------------------------------------------------------------------------
+-- Triggers: the exact set in the schema (every entry into the queue is
+-- admitted or parked, every slot left is handed on)
+-- ---------------------------------------------------------------------------
+SELECT is(ARRAY(SELECT c.relname::text || '.' || t.tgname::text
+                  FROM pg_catalog.pg_trigger AS t
+                  JOIN pg_catalog.pg_class AS c ON c.oid = t.tgrelid
+                 WHERE c.relnamespace = 'runq'::regnamespace AND NOT t.tgisinternal
+                 ORDER BY 1),
+          ARRAY['runs.runs_admit_new', 'runs.runs_admit_requeued', 'runs.runs_hand_on_slot'],
+          'runq has exactly the three admission triggers, all on runs');
 
 -- ---------------------------------------------------------------------------
 -- settings: one row, the contract's defaults
@@ -597,6 +663,52 @@ SELECT throws_ok(format($$INSERT INTO runq.tool_calls (run_id, call_id, epoch, s
 SELECT throws_ok($$INSERT INTO runq.tool_calls (run_id, call_id, epoch, started_at, tool, idempotency)
                    VALUES (-1, 'c1', 1, now(), 'search', 'read_only')$$,
                  '23503', NULL, 'a tool call of a run that does not exist is rejected');
+
+-- ---------------------------------------------------------------------------
+-- limit_settings, limit_debts, pause_settings (last: a limit or a pause
+-- written here would park the runs inserted after it)
+-- ---------------------------------------------------------------------------
+SELECT lives_ok($$INSERT INTO runq.limit_settings (scope, key, max_running)
+                  VALUES ('tenant', 'schema-lim', 1), ('kind', 'schema-lim', 2),
+                         ('tenant', NULL, 5), ('kind', NULL, 5)$$,
+                'one key in both scopes, and a default (key NULL) of each scope, are accepted; max_running 1 too');
+SELECT throws_ok($$INSERT INTO runq.limit_settings (scope, key, max_running) VALUES ('tenant', NULL, 3)$$,
+                 '23505', NULL, 'a second default of a scope is rejected (NULLS NOT DISTINCT)');
+SELECT throws_ok($$INSERT INTO runq.limit_settings (scope, key, max_running) VALUES ('tenant', 'schema-lim', 3)$$,
+                 '23505', NULL, 'a second limit for one (scope, key) is rejected');
+SELECT throws_ok($$INSERT INTO runq.limit_settings (scope, key, max_running) VALUES ('class', 'schema-lim2', 1)$$,
+                 '23514', NULL, 'a limit scope other than tenant or kind is rejected');
+SELECT throws_ok($$INSERT INTO runq.limit_settings (scope, key, max_running) VALUES (NULL, 'schema-lim2', 1)$$,
+                 '23502', NULL, 'a NULL limit scope is rejected');
+SELECT throws_ok($$INSERT INTO runq.limit_settings (scope, key, max_running) VALUES ('tenant', 'schema-lim2', 0)$$,
+                 '23514', NULL, 'max_running 0 is rejected');
+SELECT throws_ok($$INSERT INTO runq.limit_settings (scope, key, max_running) VALUES ('tenant', 'schema-lim2', NULL)$$,
+                 '23502', NULL, 'a NULL max_running is rejected (NULL removes the row through set_limit)');
+
+SELECT lives_ok($$INSERT INTO runq.limit_debts (scope, key, debt)
+                  VALUES ('tenant', 'schema-lim', 1), ('kind', 'schema-lim', 1)$$,
+                'a debt of 1 of one key in both scopes is accepted');
+SELECT throws_ok($$INSERT INTO runq.limit_debts (scope, key, debt) VALUES ('tenant', 'schema-lim', 2)$$,
+                 '23505', NULL, 'a second debt for one (scope, key) is rejected');
+SELECT throws_ok($$INSERT INTO runq.limit_debts (scope, key, debt) VALUES ('class', 'schema-lim2', 1)$$,
+                 '23514', NULL, 'a debt scope other than tenant or kind is rejected');
+SELECT throws_ok($$INSERT INTO runq.limit_debts (scope, key, debt) VALUES ('tenant', 'schema-lim2', 0)$$,
+                 '23514', NULL, 'a debt of 0 is rejected (a key that owes nothing has no row)');
+SELECT throws_ok($$INSERT INTO runq.limit_debts (scope, key, debt) VALUES ('tenant', NULL, 1)$$,
+                 '23502', NULL, 'a debt of a NULL key is rejected (a default owes nothing; its keys do)');
+
+SELECT lives_ok($$INSERT INTO runq.pause_settings (scope, key, reason, paused_at)
+                  VALUES ('class', '4999', 'maintenance', now()), ('kind', 'schema-p', NULL, now()),
+                         ('tenant', 'schema-p', NULL, now()), ('schedule', 'schema-p', NULL, now())$$,
+                'pauses of the four scopes are accepted, with or without a reason');
+SELECT throws_ok($$INSERT INTO runq.pause_settings (scope, key, paused_at) VALUES ('tenant', 'schema-p', now())$$,
+                 '23505', NULL, 'a second pause of one (scope, key) is rejected');
+SELECT throws_ok($$INSERT INTO runq.pause_settings (scope, key, paused_at) VALUES ('queue', 'schema-p', now())$$,
+                 '23514', NULL, 'a pause scope other than class, kind, tenant or schedule is rejected');
+SELECT throws_ok($$INSERT INTO runq.pause_settings (scope, key, paused_at) VALUES ('tenant', NULL, now())$$,
+                 '23502', NULL, 'a pause of a NULL key is rejected');
+SELECT throws_ok($$INSERT INTO runq.pause_settings (scope, key) VALUES ('tenant', 'schema-p2')$$,
+                 '23502', NULL, 'a pause without paused_at is rejected');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(148);
+SELECT plan(170);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -56,6 +56,9 @@ INSERT INTO contract VALUES
     ('orphan_report', ARRAY['interval'], 'stale_after interval DEFAULT NULL::interval',
      'TABLE(lease_owner text, stale boolean, did_work boolean, runs bigint, '
      'oldest_heartbeat_at timestamp with time zone)'),
+    ('set_limit', ARRAY['text', 'text', 'integer'], 'scope text, key text, max_running integer', 'void'),
+    ('pause', ARRAY['text', 'text', 'text'], 'scope text, key text, reason text DEFAULT NULL::text', 'boolean'),
+    ('resume', ARRAY['text', 'text'], 'scope text, key text', 'boolean'),
     -- beyond DESIGN.md: the CLI's `runq failed` needs the dead letter as a
     -- function, since clients reach no table directly
     ('dead_letter', ARRAY['integer'], 'max_runs integer DEFAULT 100', 'SETOF runq.run_info'),
@@ -72,7 +75,7 @@ SELECT is(
     ARRAY(SELECT fn::text FROM contract ORDER BY 1),
     'runq has exactly the public functions of the contract, one signature each');
 
--- 23 functions x 6 tests.
+-- 26 functions x 6 tests.
 SELECT has_function('runq', fn, argtypes, format('runq.%s(%s) exists', fn, array_to_string(argtypes, ', ')))
   FROM contract ORDER BY fn;
 SELECT is((SELECT string_agg(pg_catalog.pg_get_function_arguments(p.oid), ' | ')
@@ -108,6 +111,11 @@ SELECT is((SELECT p.prorettype::regtype FROM pg_catalog.pg_proc AS p
 SELECT has_view('runq', 'queue_stats', 'runq.queue_stats is a view');
 SELECT columns_are('runq', 'queue_stats',
     ARRAY['priority', 'ready', 'scheduled', 'running', 'waiting_for_user', 'failed', 'oldest_ready_age']);
+-- So are limits and pauses.
+SELECT has_view('runq', 'limits', 'the limits are a view');
+SELECT columns_are('runq', 'limits', ARRAY['scope', 'key', 'max_running', 'running']);
+SELECT has_view('runq', 'pauses', 'the pauses are a view');
+SELECT columns_are('runq', 'pauses', ARRAY['scope', 'key', 'reason', 'paused_at']);
 
 -- ---------------------------------------------------------------------------
 -- Classes are integer parameters: no casts from any client

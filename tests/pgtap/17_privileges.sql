@@ -4,7 +4,7 @@
 -- functions, each with a pinned search_path. Tested from the catalog and from
 -- outside, under SET ROLE. Classes 1700..1799.
 BEGIN;
-SELECT plan(274);
+SELECT plan(351);
 
 CREATE TEMP TABLE grants (fn name, argtypes name[], client boolean, worker boolean) ON COMMIT DROP;
 GRANT SELECT ON grants TO PUBLIC;
@@ -32,10 +32,13 @@ INSERT INTO grants VALUES
     ('redrive',       ARRAY['bigint', 'text'],                         false, false),
     ('orphan_report', ARRAY['interval'],                               false, false),
     ('dead_letter',   ARRAY['integer'],                                false, false),
-    ('purge',         ARRAY['interval', 'integer', 'boolean'],         false, false);
+    ('purge',         ARRAY['interval', 'integer', 'boolean'],         false, false),
+    ('set_limit',     ARRAY['text', 'text', 'integer'],                false, false),
+    ('pause',         ARRAY['text', 'text', 'text'],                   false, false),
+    ('resume',        ARRAY['text', 'text'],                           false, false);
 
 -- ---------------------------------------------------------------------------
--- Functions: the catalog (23 x 4 = 92 tests)
+-- Functions: the catalog (26 x 4 = 104 tests)
 -- ---------------------------------------------------------------------------
 SELECT function_privs_are('runq', fn, argtypes, 'public', ARRAY[]::text[],
                           format('PUBLIC cannot execute runq.%s', fn))
@@ -85,16 +88,16 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
           ARRAY[]::text[], 'runq_admin can execute every public runq function');
 
 -- ---------------------------------------------------------------------------
--- Schema, tables, sequences, the view: the catalog
+-- Schema, tables, sequences, the views: the catalog
 -- ---------------------------------------------------------------------------
 SELECT ok(NOT has_schema_privilege('public', 'runq', 'USAGE'), 'PUBLIC has no USAGE on schema runq');
 SELECT schema_privs_are('runq', r, ARRAY['USAGE'], r || ' has USAGE, not CREATE, on schema runq')
   FROM unnest(ARRAY['runq_client', 'runq_worker', 'runq_admin']) AS r;
 
--- 7 tables x 4 grantees = 28 tests.
+-- 10 tables x 4 grantees = 40 tests.
 SELECT table_privs_are('runq', t, r, ARRAY[]::text[], format('%s has no privilege on runq.%s', r, t))
   FROM unnest(ARRAY['settings', 'runs', 'run_events', 'idempotency_keys', 'checkpoints', 'inputs',
-                    'tool_calls']) AS t,
+                    'tool_calls', 'limit_settings', 'limit_debts', 'pause_settings']) AS t,
        unnest(ARRAY['public', 'runq_client', 'runq_worker', 'runq_admin']) AS r
  ORDER BY t, r;
 SELECT is(ARRAY(SELECT c.relname::text || ' by ' || r FROM pg_catalog.pg_class AS c,
@@ -107,6 +110,12 @@ SELECT table_privs_are('runq', 'queue_stats', 'runq_admin', ARRAY['SELECT'],
                        'runq_admin can only SELECT runq.queue_stats');
 SELECT table_privs_are('runq', 'queue_stats', r, ARRAY[]::text[], r || ' has no privilege on runq.queue_stats')
   FROM unnest(ARRAY['public', 'runq_client', 'runq_worker']) AS r;
+-- The views of the limits and the pauses: likewise (2 + 6 tests).
+SELECT table_privs_are('runq', v, 'runq_admin', ARRAY['SELECT'], format('runq_admin can only SELECT runq.%s', v))
+  FROM unnest(ARRAY['limits', 'pauses']) AS v;
+SELECT table_privs_are('runq', v, r, ARRAY[]::text[], format('%s has no privilege on runq.%s', r, v))
+  FROM unnest(ARRAY['limits', 'pauses']) AS v, unnest(ARRAY['public', 'runq_client', 'runq_worker']) AS r
+ ORDER BY v, r;
 
 -- ---------------------------------------------------------------------------
 -- From outside: runq_client
@@ -169,13 +178,14 @@ RESET ROLE;
 
 -- ---------------------------------------------------------------------------
 -- From outside: no role touches a table directly
--- (3 roles x 7 tables x 5 statements = 105 tests)
+-- (3 roles x 10 tables x 5 statements = 150 tests)
 -- ---------------------------------------------------------------------------
 CREATE TEMP TABLE dml (tbl name, col name) ON COMMIT DROP;
 GRANT SELECT ON dml TO PUBLIC;
 INSERT INTO dml VALUES ('settings', 'lease'), ('runs', 'status'), ('run_events', 'payload'),
                        ('idempotency_keys', 'run_id'), ('checkpoints', 'state'), ('inputs', 'input'),
-                       ('tool_calls', 'status');
+                       ('tool_calls', 'status'), ('limit_settings', 'max_running'),
+                       ('limit_debts', 'debt'), ('pause_settings', 'reason');
 CREATE TEMP TABLE stmts (verb text, sql text) ON COMMIT DROP;
 GRANT SELECT ON stmts TO PUBLIC;
 INSERT INTO stmts VALUES

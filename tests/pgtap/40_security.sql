@@ -3,7 +3,8 @@
 --
 -- 1. Every table, view and sequence in runq, whatever it is called, for every
 --    role of the contract and PUBLIC: table_privs_are / sequence_privs_are.
---    Nothing but SELECT on runq.queue_stats for runq_admin. (17_privileges
+--    Nothing but SELECT on the views runq.queue_stats, limits and pauses for
+--    runq_admin. (17_privileges
 --    holds function_privs_are per role and function; the list here comes
 --    from the catalog, so a relation added later is checked too.)
 -- 2. A non-superuser places objects in public that shadow what runq's
@@ -25,7 +26,7 @@
 -- clause, so the statement it runs is parsed under the hostile path.
 -- Classes 4000..4099.
 BEGIN;
-SELECT plan(95);
+SELECT plan(115);
 
 -- ---------------------------------------------------------------------------
 -- 1. Privileges on every relation of the schema (catalog-driven)
@@ -38,17 +39,21 @@ SELECT is(ARRAY(SELECT c.relname::text || ':' || c.relkind::text FROM pg_catalog
                  WHERE c.relnamespace = 'runq'::regnamespace
                    AND c.relkind NOT IN ('i', 'c', 'I', 't')   -- indexes, composite types, TOAST
                  ORDER BY 1),
-          ARRAY['checkpoints:r', 'idempotency_keys:r', 'inputs:r', 'progress_seq:S',
+          ARRAY['checkpoints:r', 'idempotency_keys:r', 'inputs:r', 'limit_debts:r',
+                'limit_settings:r', 'limits:v', 'pause_settings:r', 'pauses:v', 'progress_seq:S',
                 'queue_stats:v', 'run_events:r', 'run_events_event_id_seq:S', 'runs:r',
                 'runs_run_id_seq:S', 'settings:r', 'tool_calls:r'],
           'runq holds these tables, views and sequences (a new one must be added to the plan count)');
 
--- 8 tables and views x 4 grantees = 32 tests.
+-- 13 tables and views x 4 grantees = 52 tests. The three views are
+-- runq_admin's to read; nothing else is anyone's.
+CREATE TEMP TABLE admin_views (relname name) ON COMMIT DROP;
+INSERT INTO admin_views VALUES ('queue_stats'), ('limits'), ('pauses');
 SELECT table_privs_are('runq', c.relname, r.role,
-                       CASE WHEN c.relname = 'queue_stats' AND r.role = 'runq_admin'
+                       CASE WHEN c.relname IN (SELECT relname FROM admin_views) AND r.role = 'runq_admin'
                             THEN ARRAY['SELECT'] ELSE ARRAY[]::name[] END,
                        format('%s has %s on runq.%s', r.role,
-                              CASE WHEN c.relname = 'queue_stats' AND r.role = 'runq_admin'
+                              CASE WHEN c.relname IN (SELECT relname FROM admin_views) AND r.role = 'runq_admin'
                                    THEN 'only SELECT' ELSE 'no privilege' END, c.relname))
   FROM pg_catalog.pg_class AS c, roles AS r
  WHERE c.relnamespace = 'runq'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
@@ -70,7 +75,7 @@ SELECT is(ARRAY(SELECT format('%s.%s to %s', c.relname, a.attname, r.role)
                  WHERE c.relnamespace = 'runq'::regnamespace AND c.relkind IN ('r', 'v')
                    AND pg_catalog.has_column_privilege(r.role, c.oid, a.attnum,
                                                        'SELECT, INSERT, UPDATE, REFERENCES')
-                   AND NOT (c.relname = 'queue_stats' AND r.role = 'runq_admin')
+                   AND NOT (c.relname IN (SELECT relname FROM admin_views) AND r.role = 'runq_admin')
                  ORDER BY 1),
           ARRAY[]::text[], 'no role has a privilege on any runq column');
 

@@ -1,6 +1,6 @@
 """The ``runq`` command: an operator's view of the queue.
 
-Every subcommand is one or two calls of the runq SQL functions through
+Every subcommand is one or a few calls of the runq SQL functions through
 :class:`runq.Client`. Output is an aligned table, or JSON with ``--json``.
 Exit status: 0 done, 1 runq refused (no such run, wrong state, ...) or the
 database refused, 2 usage or connection error. Errors are one line on stderr.
@@ -114,16 +114,33 @@ def _class(priority: int) -> str:
 
 def cmd_status(client: Client, args: argparse.Namespace) -> int:
     stats = client.queue_stats()
+    limits = client.limits()
+    pauses = client.pauses()
     if args.json:
-        _print_json(stats)
-    elif not stats:
+        _print_json({"queue_stats": stats, "limits": limits, "pauses": pauses})
+        return 0
+    if not stats:
         print("no queued, running, waiting or failed runs")
     else:
         print(table(
             ["class", "ready", "scheduled", "running", "waiting", "failed", "oldest ready"],
             [[_class(s.priority), s.ready, s.scheduled, s.running, s.waiting_for_user,
               s.failed, s.oldest_ready_age] for s in stats]))
+    if limits:
+        print()
+        print(table(["limit", "key", "max running", "running"],
+                    [[x.scope, x.key, x.max_running, x.running] for x in limits]))
+    if pauses:
+        print()
+        print(table(["paused", "key", "reason", "since"],
+                    [[p.scope, _paused_key(p.scope, p.key), p.reason, p.paused_at]
+                     for p in pauses]))
     return 0
+
+
+def _paused_key(scope: str, key: str) -> str:
+    """A paused class with its name (10 async), any other key as it is."""
+    return _class(int(key)) if scope == "class" and key.isascii() and key.isdigit() else key
 
 
 def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
@@ -241,6 +258,41 @@ def cmd_purge(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_KEY = "-"  # `runq limit tenant - 2`: the default row, for every key without its own
+
+
+def cmd_limit(client: Client, args: argparse.Namespace) -> int:
+    key = None if args.key == DEFAULT_KEY else args.key
+    client.set_limit(args.scope, key, args.max)
+    if args.json:
+        _print_json({"scope": args.scope, "key": key, "max_running": args.max})
+        return 0
+    if key is None:
+        what, removed = f"every {args.scope} without a limit of its own", "no limit"
+    else:
+        what, removed = f"{args.scope} {key}", "no limit of its own"
+    print(f"{what}: {removed if args.max is None else f'at most {args.max} running'}")
+    return 0
+
+
+def cmd_pause(client: Client, args: argparse.Namespace) -> int:
+    done = client.pause(args.scope, args.key, args.reason)
+    if args.json:
+        _print_json({"scope": args.scope, "key": args.key, "paused": done})
+    else:
+        print(f"{args.scope} {args.key} {'paused' if done else 'was paused already'}")
+    return 0
+
+
+def cmd_resume(client: Client, args: argparse.Namespace) -> int:
+    done = client.resume(args.scope, args.key)
+    if args.json:
+        _print_json({"scope": args.scope, "key": args.key, "resumed": done})
+    else:
+        print(f"{args.scope} {args.key} {'resumed' if done else 'was not paused'}")
+    return 0
+
+
 def _delegate(module_name: str, what: str) -> Callable[[argparse.Namespace, list[str]], int]:
     """A subcommand implemented by another module of the package, which may
     not be installed: runs ``<module>.main(argv)``."""
@@ -287,6 +339,16 @@ def _argument(convert: Callable[[str], N], kind: str, ok: Callable[[N], bool],
     return parse
 
 
+def _max_running(text: str) -> int | None:
+    """An argparse type: a whole number (runq judges its range), or none."""
+    if text.lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number or none: {text!r}") from None
+
+
 _positive_seconds = _argument(float, "a number", lambda v: v > 0, "more than 0")
 _positive_int = _argument(int, "a whole number", lambda v: v >= 1, "1 or more")
 _non_negative_days = _argument(float, "a number", lambda v: 0 <= v < 365_000,
@@ -302,13 +364,14 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="runq", parents=[common],
-        description="Operate a runq queue: the state of the queue, runs, the dead letter.")
+        description="Operate a runq queue: the state of the queue, runs, the dead letter, "
+                    "limits and pauses.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=[common], help=help, description=help)
 
-    command("status", "queue statistics by priority class")
+    command("status", "queue statistics by priority class, the limits and the pauses")
     p = command("inspect", "a run and its event timeline")
     p.add_argument("run", type=int, metavar="RUN")
     p = command("failed", "the dead letter (failed runs), most recently failed first")
@@ -334,6 +397,21 @@ def _parser() -> argparse.ArgumentParser:
                    help="also delete failed runs (the dead letter)")
     p.add_argument("--batch", type=_positive_int, default=1000,
                    help="runs per transaction (1000)")
+    p = command("limit", "limit the running runs of a tenant or a kind (every one without a "
+                         "limit of its own: KEY -)")
+    p.add_argument("scope", metavar="SCOPE", help="tenant or kind")
+    p.add_argument("key", metavar="KEY",
+                   help=f"the tenant_id or kind; {DEFAULT_KEY} for the default row")
+    p.add_argument("max", type=_max_running, metavar="MAX",
+                   help="at most this many running runs (1 or more); none removes the row")
+    p = command("pause", "stop claims of a class's, kind's or tenant's queued runs (running "
+                         "runs go on), or a schedule's ticks")
+    p.add_argument("scope", metavar="SCOPE", help="class, kind, tenant or schedule")
+    p.add_argument("key", metavar="KEY", help="the class (10), kind, tenant_id or schedule")
+    p.add_argument("--reason", help="shown in runq status")
+    p = command("resume", "undo a pause: its queued runs are claimable at once")
+    p.add_argument("scope", metavar="SCOPE", help="class, kind, tenant or schedule")
+    p.add_argument("key", metavar="KEY", help="the class (10), kind, tenant_id or schedule")
     # no -h of its own: `runq worker -h` is the module's help
     sub.add_parser("worker", parents=[common], add_help=False,
                    help="run a worker pool (runq.pool; see runq worker -h)")
@@ -349,6 +427,9 @@ _COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
     "orphans": cmd_orphans,
     "sweep": cmd_sweep,
     "purge": cmd_purge,
+    "limit": cmd_limit,
+    "pause": cmd_pause,
+    "resume": cmd_resume,
 }
 
 _DELEGATED = {

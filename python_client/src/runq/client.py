@@ -111,6 +111,12 @@ def _value(typ: type[T], function: str, required: Mapping[str, Any],
     return _Query(*_select(function, required, optional), tuple_row, decode)
 
 
+def _void(function: str, required: Mapping[str, Any],
+          optional: Mapping[str, Any] | None = None) -> _Query[None]:
+    """A call of runq.<function>, which returns void: the call's result is None."""
+    return _Query(*_select(function, required, optional), tuple_row, lambda rows: None)
+
+
 def _jsonb(value: Any) -> Jsonb | None:
     """A jsonb parameter; None stays None (SQL NULL, or: not sent)."""
     if value is None or isinstance(value, Jsonb):
@@ -394,6 +400,41 @@ class _Calls(Generic[Conn, Pool]):
         Returns how many it deleted: call again until that is fewer than max_runs."""
         return _value(int, "purge", {"older_than": older_than},
                       {"max_runs": max_runs, "include_failed": include_failed})
+
+    # -- limits and pauses --------------------------------------------------
+
+    @_Call
+    def set_limit(self, scope: str, key: str | None, max_running: int | None
+                  ) -> _Query[None]:
+        """runq.set_limit: at most max_running running runs per key of scope
+        (tenant or kind); key None sets the default row, max_running None
+        removes the row. Raises InvalidArgument."""
+        return _void("set_limit", {"scope": scope, "key": key, "max_running": max_running})
+
+    @_Call
+    def limits(self) -> _Query[list[types.Limit]]:
+        """The runq.limits view, by scope, the default row first."""
+        return _Query(sql.SQL("SELECT * FROM runq.limits ORDER BY scope, key NULLS FIRST"), {},
+                      class_row(types.Limit), list)
+
+    @_Call
+    def pause(self, scope: str, key: str, reason: str | None = None) -> _Query[bool]:
+        """runq.pause: stop claims of the queued runs under a class (key: the
+        class as text, '10'), kind or tenant, or the ticks of a schedule; False
+        when it was paused already. Raises InvalidArgument."""
+        return _value(bool, "pause", {"scope": scope, "key": key}, {"reason": reason})
+
+    @_Call
+    def resume(self, scope: str, key: str) -> _Query[bool]:
+        """runq.resume: undo a pause (its runs are claimable at once); False
+        when it was not paused. Raises InvalidArgument."""
+        return _value(bool, "resume", {"scope": scope, "key": key})
+
+    @_Call
+    def pauses(self) -> _Query[list[types.Pause]]:
+        """The runq.pauses view, by scope and key."""
+        return _Query(sql.SQL("SELECT * FROM runq.pauses ORDER BY scope, key"), {},
+                      class_row(types.Pause), list)
 
 
 class Client(_Calls[psycopg.Connection[Any], ConnectionPool[Any]]):

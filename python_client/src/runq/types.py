@@ -14,7 +14,9 @@ from typing import Any
 __all__ = [
     "ClaimedRun",
     "Event",
+    "Limit",
     "OrphanGroup",
+    "Pause",
     "QueueStats",
     "Run",
     "Submitted",
@@ -128,3 +130,25 @@ class QueueStats:
     waiting_for_user: int
     failed: int
     oldest_ready_age: timedelta | None
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One row of the runq.limits view: scope is tenant or kind; key None is
+    the default row (for every tenant or kind without a row of its own), whose
+    running is None; a keyed row's running is its current count of running runs."""
+
+    scope: str
+    key: str | None
+    max_running: int
+    running: int | None
+
+
+@dataclass(frozen=True)
+class Pause:
+    """One row of the runq.pauses view: scope is class, kind, tenant or schedule."""
+
+    scope: str
+    key: str
+    reason: str | None
+    paused_at: datetime

@@ -1,0 +1,472 @@
+-- Deploy runq:admission to pg
+-- requires: column_runs_parked
+-- requires: index_runs_queued_tenant
+-- requires: index_runs_queued_kind
+-- requires: index_runs_running_tenant
+-- requires: index_runs_running_kind
+-- requires: table_limit_settings
+-- requires: table_pause_settings
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- How concurrency limits and pauses are enforced without costing the claim.
+--
+-- A queued run is either admitted (claimable: in runs_claimable_idx) or
+-- parked (runs.parked, in no index the claim reads). For every limited key
+-- (a tenant or a kind with a limit) the runs it counts, running ones and
+-- admitted queued ones, never outnumber its limit. So a claim may take any
+-- admitted run and never exceed a limit; it checks nothing and skips nothing,
+-- and a saturated tenant's backlog is out of its way. What keeps the rule:
+--   * a run entering 'queued' from outside (submit, deliver_input, redrive)
+--     is admitted only if its keys have room, counted while holding each
+--     key's lock (runq._admissible); the claim moves a run from admitted to
+--     running and changes no count;
+--   * a run leaving its slot hands it to the oldest parked run that needs
+--     nothing but that slot (runq._hand_on_slot), which changes no count
+--     either, so it needs no lock and no count;
+--   * what needs a count and finds a key busy is left to the next sweep
+--     (runq._rebalance), which also admits runs whose time came.
+-- Everything that reads the limits or pauses to admit takes the settings lock
+-- shared; set_limit, pause and resume take it exclusive, so no admission
+-- straddles a change of the rules.
+--
+-- Advisory locks, transaction-scoped: the settings lock, then a tenant's,
+-- then a kind's; a waiting lock is only ever taken in that order, and keys
+-- beyond it only with a try, so admissions cannot deadlock each other.
+
+-- The effective limit of a key: its own row, else its scope's default; NULL
+-- when unlimited.
+CREATE FUNCTION runq._limit_of(scope text, key text)
+    RETURNS bigint
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN (SELECT l.max_running
+          FROM runq.limit_settings AS l
+         WHERE l.scope = _limit_of.scope
+           AND (l.key = _limit_of.key OR l.key IS NULL)
+         ORDER BY l.key IS NULL
+         LIMIT 1);
+
+-- The runs a key's limit counts: running, and queued but admitted. Two
+-- index ranges of at most the limit's live entries each.
+CREATE FUNCTION runq._taken(scope text, key text)
+    RETURNS bigint
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN CASE _taken.scope
+       WHEN 'tenant' THEN (SELECT count(*) FROM runq.runs AS r
+                            WHERE r.tenant_id = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+                        + (SELECT count(*) FROM runq.runs AS r
+                            WHERE NOT r.parked AND r.tenant_id = _taken.key AND r.status = 'queued')
+       ELSE (SELECT count(*) FROM runq.runs AS r
+              WHERE r.kind = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+          + (SELECT count(*) FROM runq.runs AS r
+              WHERE NOT r.parked AND r.kind = _taken.key AND r.status = 'queued')
+       END;
+
+CREATE FUNCTION runq._paused(priority integer, kind text, tenant_id text)
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN EXISTS (SELECT FROM runq.pause_settings AS p
+                WHERE (p.scope = 'class' AND p.key = _paused.priority::text)
+                   OR (p.scope = 'kind' AND p.key = _paused.kind)
+                   OR (p.scope = 'tenant' AND p.key = _paused.tenant_id));
+
+-- A count taken after a key's lock is exact only if the statement's snapshot
+-- is newer than the lock: so under READ COMMITTED only. In a REPEATABLE READ
+-- or SERIALIZABLE transaction nothing is admitted by a count (a run entering
+-- the queue under a limit is parked); the next admission that can count, a
+-- slot handed on or the sweep, admits it.
+CREATE FUNCTION runq._counts_are_fresh()
+    RETURNS boolean
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN current_setting('transaction_isolation') = 'read committed';
+
+-- The lock of the limits and pauses, and of one key. The key's lock is held
+-- by whoever counts it to admit; a hash collision only serializes two keys.
+CREATE FUNCTION runq._settings_lock()
+    RETURNS bigint
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN hashtextextended('runq settings', 0);
+
+CREATE FUNCTION runq._key_lock(scope text, key text)
+    RETURNS bigint
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN hashtextextended('runq ' || scope || ' ' || key, 0);
+
+-- Takes one unit of a lowered limit's debt from each key of a run leaving its
+-- slot; true when there was one to take (the slot then goes to nobody).
+-- Callers look first whether runq.limit_debts holds any row at all: it is
+-- empty but for a while after a limit was lowered below its running count.
+CREATE FUNCTION runq._pay_debt(tenant_id text, kind text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_paid boolean;
+BEGIN
+    WITH owed AS (
+        SELECT d.scope, d.key, d.debt
+          FROM runq.limit_debts AS d
+         WHERE (d.scope, d.key) IN (('tenant', _pay_debt.tenant_id), ('kind', _pay_debt.kind))
+           FOR UPDATE
+    ), paid AS (
+        DELETE FROM runq.limit_debts AS d
+         USING owed AS o
+         WHERE d.scope = o.scope AND d.key = o.key AND o.debt = 1
+    ), lowered AS (
+        UPDATE runq.limit_debts AS d
+           SET debt = d.debt - 1
+          FROM owed AS o
+         WHERE d.scope = o.scope AND d.key = o.key AND o.debt > 1
+    )
+    SELECT count(*) > 0 INTO v_paid FROM owed;
+    RETURN v_paid;
+END
+$$;
+
+-- May a run with these keys be admitted now? Not under a pause; always when
+-- no limit applies; under a limit, only once due (a run scheduled for later
+-- would hold a slot it cannot use) and only while each limited key has room.
+-- Takes the settings lock shared and each limited key's lock, waiting, or
+-- with wait false only trying (false when a key is busy). The locks are held
+-- to the end of the transaction, so the run it admits counts for the next.
+CREATE FUNCTION runq._admissible(tenant_id text, kind text, priority integer,
+                                 ready_at timestamptz, wait boolean)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant_limit  bigint;
+    v_kind_limit    bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    IF runq._paused(priority, kind, tenant_id) THEN
+        RETURN false;
+    END IF;
+    v_tenant_limit := runq._limit_of('tenant', tenant_id);
+    v_kind_limit := runq._limit_of('kind', kind);
+    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
+        RETURN true;
+    END IF;
+    IF ready_at > clock_timestamp() OR NOT runq._counts_are_fresh() THEN
+        RETURN false;
+    END IF;
+    IF v_tenant_limit IS NOT NULL THEN
+        IF wait THEN
+            PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', tenant_id));
+        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', tenant_id)) THEN
+            RETURN false;
+        END IF;
+        IF runq._taken('tenant', tenant_id) >= v_tenant_limit THEN
+            RETURN false;
+        END IF;
+    END IF;
+    IF v_kind_limit IS NOT NULL THEN
+        IF wait THEN
+            PERFORM pg_advisory_xact_lock(runq._key_lock('kind', kind));
+        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('kind', kind)) THEN
+            RETURN false;
+        END IF;
+        IF runq._taken('kind', kind) >= v_kind_limit THEN
+            RETURN false;
+        END IF;
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- Admits the parked runs of one limited key, oldest in claim order first,
+-- while it has room; each run also needs room in its other key, tried, not
+-- waited for. Looks at most room + 100 runs: the rest waits for the next
+-- call. Returns how many it admitted.
+CREATE FUNCTION runq._admit_parked(scope text, key text, wait boolean)
+    RETURNS integer
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_limit     bigint := runq._limit_of(scope, key);
+    v_room      bigint;
+    v_admitted  integer := 0;
+    v_run       record;
+BEGIN
+    IF v_limit IS NULL OR NOT runq._counts_are_fresh() THEN
+        RETURN 0;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    IF wait THEN
+        PERFORM pg_advisory_xact_lock(runq._key_lock(scope, key));
+    ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
+        RETURN 0;
+    END IF;
+    v_room := v_limit - runq._taken(scope, key);
+    IF v_room <= 0 THEN
+        RETURN 0;
+    END IF;
+    FOR v_run IN
+        SELECT r.run_id, r.tenant_id::text AS tenant_id, r.kind::text AS kind
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND CASE _admit_parked.scope WHEN 'tenant' THEN r.tenant_id = _admit_parked.key
+                                        ELSE r.kind = _admit_parked.key END
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT v_room + 100
+           FOR UPDATE SKIP LOCKED
+    LOOP
+        -- The other key of this run: room there too, or the next run.
+        CONTINUE WHEN NOT (CASE _admit_parked.scope
+            WHEN 'tenant' THEN runq._room_tried('kind', v_run.kind)
+            ELSE runq._room_tried('tenant', v_run.tenant_id) END);
+        UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
+         WHERE r.run_id = v_run.run_id;
+        v_admitted := v_admitted + 1;
+        v_room := v_room - 1;
+        EXIT WHEN v_room = 0;
+    END LOOP;
+    IF v_admitted > 0 THEN
+        PERFORM pg_notify('runq', '');
+    END IF;
+    RETURN v_admitted;
+END
+$$;
+
+-- Room in a key for one more run, its lock only tried: true when unlimited,
+-- or locked and under its limit.
+CREATE FUNCTION runq._room_tried(scope text, key text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_limit bigint := runq._limit_of(scope, key);
+BEGIN
+    RETURN v_limit IS NULL
+        OR (runq._counts_are_fresh()
+            AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))
+            AND runq._taken(scope, key) < v_limit);
+END
+$$;
+
+-- Puts right what admissions left: parked runs whose keys have room (a run
+-- now due, a slot freed while its key's lock was busy, a limit raised), and
+-- debts the counts have paid. thorough (set_limit, resume) also frees every
+-- parked run that no limit or pause holds any more, reading all parked runs,
+-- and waits for busy keys; the sweep only tries them.
+CREATE FUNCTION runq._rebalance(thorough boolean)
+    RETURNS void
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key     text;
+    v_freed   bigint;
+BEGIN
+    IF thorough THEN
+        UPDATE runq.runs AS r
+           SET parked = false, updated_at = clock_timestamp()
+         WHERE r.parked AND r.status = 'queued'
+           AND runq._limit_of('tenant', r.tenant_id) IS NULL
+           AND runq._limit_of('kind', r.kind) IS NULL
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id);
+        GET DIAGNOSTICS v_freed = ROW_COUNT;
+        IF v_freed > 0 THEN
+            PERFORM pg_notify('runq', '');
+        END IF;
+    END IF;
+    -- The tenants, then the kinds, with parked runs: one index probe each
+    -- (a loose scan of runs_queued_tenant_idx and runs_queued_kind_idx), however many runs they park.
+    FOR v_key IN
+        WITH RECURSIVE t (key) AS (
+            (SELECT r.tenant_id::text FROM runq.runs AS r
+              WHERE r.parked AND r.status = 'queued'
+              ORDER BY r.tenant_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT r.tenant_id::text FROM runq.runs AS r
+                     WHERE r.parked AND r.status = 'queued' AND r.tenant_id > t.key
+                     ORDER BY r.tenant_id LIMIT 1)
+              FROM t WHERE t.key IS NOT NULL)
+        SELECT t.key FROM t WHERE t.key IS NOT NULL
+    LOOP
+        PERFORM runq._admit_parked('tenant', v_key, thorough);
+    END LOOP;
+    FOR v_key IN
+        WITH RECURSIVE k (key) AS (
+            (SELECT r.kind::text FROM runq.runs AS r
+              WHERE r.parked AND r.status = 'queued'
+              ORDER BY r.kind LIMIT 1)
+            UNION ALL
+            SELECT (SELECT r.kind::text FROM runq.runs AS r
+                     WHERE r.parked AND r.status = 'queued' AND r.kind > k.key
+                     ORDER BY r.kind LIMIT 1)
+              FROM k WHERE k.key IS NOT NULL)
+        SELECT k.key FROM k WHERE k.key IS NOT NULL
+    LOOP
+        PERFORM runq._admit_parked('kind', v_key, thorough);
+    END LOOP;
+    -- A debt is what the running runs exceed their limit by; once the count
+    -- says less, the rest is forgiven.
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._counts_are_fresh() THEN
+        DELETE FROM runq.limit_debts AS d
+         WHERE runq._limit_of(d.scope, d.key) IS NULL
+            OR runq._taken(d.scope, d.key) <= runq._limit_of(d.scope, d.key);
+        UPDATE runq.limit_debts AS d
+           SET debt = runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key)
+         WHERE d.debt > runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key);
+    END IF;
+END
+$$;
+
+-- BEFORE INSERT, and BEFORE UPDATE OF status into 'queued': decides parked.
+-- A run coming back from running (a release, a requeue) still holds its slot:
+-- it is parked only under a pause, or to pay a lowered limit's debt. Any
+-- other run entering the queue must be admitted.
+CREATE FUNCTION runq._park_on_entry()
+    RETURNS trigger
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.status = 'running' THEN
+        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+        NEW.parked := runq._paused(NEW.priority, NEW.kind, NEW.tenant_id)
+                      OR (EXISTS (SELECT FROM runq.limit_debts)
+                          AND runq._pay_debt(NEW.tenant_id, NEW.kind));
+    ELSE
+        -- ready_at is a generated column: not computed yet before the row is.
+        NEW.parked := NOT runq._admissible(NEW.tenant_id, NEW.kind, NEW.priority,
+                                           coalesce(NEW.scheduled_for, NEW.created_at), true);
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+-- AFTER UPDATE OF status out of a slot (running, or admitted and queued, to
+-- anything but those): the slot goes to the oldest due parked run of the same
+-- limited key whose other key is the same or unlimited, so no count changes
+-- and nothing needs a lock; a lowered limit's debt is paid first. Other
+-- parked runs of the key are left to an admission that counts, tried here.
+CREATE FUNCTION runq._hand_on_slot()
+    RETURNS trigger
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant_limit  bigint;
+    v_kind_limit    bigint;
+    v_next          bigint;
+BEGIN
+    -- The common ends first: no limit, or no parked run to hand the slot to.
+    -- One statement for both limits and the probe: each costs a plan run.
+    SELECT runq._limit_of('tenant', OLD.tenant_id), runq._limit_of('kind', OLD.kind)
+      INTO v_tenant_limit, v_kind_limit;
+    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(OLD.tenant_id, OLD.kind) THEN
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (SELECT FROM runq.runs AS r
+                    WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id)
+       AND NOT EXISTS (SELECT FROM runq.runs AS r
+                        WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    IF v_tenant_limit IS NOT NULL THEN
+        SELECT r.run_id INTO v_next
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND r.tenant_id = OLD.tenant_id
+           AND (r.kind = OLD.kind OR runq._limit_of('kind', r.kind) IS NULL)
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    ELSE
+        SELECT r.run_id INTO v_next
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND r.kind = OLD.kind
+           AND (r.tenant_id = OLD.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    END IF;
+    IF v_next IS NOT NULL THEN
+        UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
+         WHERE r.run_id = v_next;
+        PERFORM pg_notify('runq', '');
+    ELSE
+        -- Parked runs that need a count of their other key.
+        PERFORM runq._admit_parked('tenant', OLD.tenant_id, false)
+          WHERE v_tenant_limit IS NOT NULL;
+        PERFORM runq._admit_parked('kind', OLD.kind, false)
+          WHERE v_kind_limit IS NOT NULL;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._limit_of(text, text), runq._taken(text, text), runq._counts_are_fresh(),
+    runq._paused(integer, text, text), runq._settings_lock(), runq._key_lock(text, text),
+    runq._pay_debt(text, text), runq._admissible(text, text, integer, timestamptz, boolean),
+    runq._admit_parked(text, text, boolean), runq._room_tried(text, text),
+    runq._rebalance(boolean), runq._park_on_entry(), runq._hand_on_slot()
+    FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._limit_of(text, text) IS
+    'The concurrency limit that applies to a tenant or kind: its own row, else the scope''s default; NULL when unlimited.';
+COMMENT ON FUNCTION runq._taken(text, text) IS
+    'How many runs a key''s limit counts now: running, and queued but admitted.';
+COMMENT ON FUNCTION runq._paused(integer, text, text) IS
+    'Whether a pause holds a run of this class, kind and tenant.';
+COMMENT ON FUNCTION runq._counts_are_fresh() IS
+    'Whether a count taken after a lock sees every commit before it: under READ COMMITTED only.';
+COMMENT ON FUNCTION runq._settings_lock() IS
+    'The advisory lock key of the limits and pauses: shared by admissions, exclusive for set_limit, pause and resume.';
+COMMENT ON FUNCTION runq._key_lock(text, text) IS
+    'The advisory lock key of one tenant or kind, held by whoever counts it to admit a run.';
+COMMENT ON FUNCTION runq._pay_debt(text, text) IS
+    'Takes one unit of a lowered limit''s debt from the keys of a run leaving its slot; true when there was one.';
+COMMENT ON FUNCTION runq._admissible(text, text, integer, timestamptz, boolean) IS
+    'Whether a run with these keys may be admitted now, holding the locks of its limited keys until commit.';
+COMMENT ON FUNCTION runq._admit_parked(text, text, boolean) IS
+    'Admits parked runs of one limited key in claim order while it has room; returns how many.';
+COMMENT ON FUNCTION runq._room_tried(text, text) IS
+    'Room for one more run in a key whose lock is only tried: true when unlimited, or locked and under its limit.';
+COMMENT ON FUNCTION runq._rebalance(boolean) IS
+    'Admits parked runs whose keys have room and settles debts; thorough also frees runs no limit or pause holds.';
+COMMENT ON FUNCTION runq._park_on_entry() IS
+    'Trigger: decides whether a run entering the queue is admitted or parked.';
+COMMENT ON FUNCTION runq._hand_on_slot() IS
+    'Trigger: hands the slot of a run leaving it to the oldest parked run that needs only that slot.';
+
+COMMIT;

@@ -1,0 +1,19 @@
+-- Revert runq:admission from pg
+
+BEGIN;
+
+DROP FUNCTION runq._hand_on_slot();
+DROP FUNCTION runq._park_on_entry();
+DROP FUNCTION runq._rebalance(boolean);
+DROP FUNCTION runq._room_tried(text, text);
+DROP FUNCTION runq._admit_parked(text, text, boolean);
+DROP FUNCTION runq._admissible(text, text, integer, timestamptz, boolean);
+DROP FUNCTION runq._pay_debt(text, text);
+DROP FUNCTION runq._key_lock(text, text);
+DROP FUNCTION runq._settings_lock();
+DROP FUNCTION runq._counts_are_fresh();
+DROP FUNCTION runq._paused(integer, text, text);
+DROP FUNCTION runq._taken(text, text);
+DROP FUNCTION runq._limit_of(text, text);
+
+COMMIT;

@@ -1,0 +1,7 @@
+-- Revert runq:function_set_limit from pg
+
+BEGIN;
+
+DROP FUNCTION runq.set_limit(text, text, integer);
+
+COMMIT;

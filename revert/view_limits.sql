@@ -1,0 +1,7 @@
+-- Revert runq:view_limits from pg
+
+BEGIN;
+
+DROP VIEW runq.limits;
+
+COMMIT;

@@ -1,0 +1,7 @@
+-- Revert runq:view_pauses from pg
+
+BEGIN;
+
+DROP VIEW runq.pauses;
+
+COMMIT;
