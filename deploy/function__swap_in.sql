@@ -65,7 +65,7 @@ BEGIN
                FOR UPDATE SKIP LOCKED;
             CONTINUE WHEN NOT FOUND;
             v_out := NULL;
-            IF runq._taken('tenant', v_tenant) >= v_limit THEN
+            IF runq._taken('tenant', v_tenant, v_limit) >= v_limit THEN
                 SELECT r.run_id INTO v_out
                   FROM runq.runs AS r
                  WHERE r.status = 'queued' AND NOT r.parked AND r.tenant_id = v_tenant

@@ -13,7 +13,7 @@ DROP FUNCTION runq._key_lock(text, text);
 DROP FUNCTION runq._settings_lock();
 DROP FUNCTION runq._counts_are_fresh();
 DROP FUNCTION runq._paused(integer, text, text);
-DROP FUNCTION runq._taken(text, text);
+DROP FUNCTION runq._taken(text, text, bigint);
 DROP FUNCTION runq._limit_of(text, text);
 
 COMMIT;

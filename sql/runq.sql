@@ -6095,23 +6095,31 @@ RETURN (SELECT l.max_running
          ORDER BY l.key IS NULL
          LIMIT 1);
 
--- The runs a key's limit counts: running, and queued but admitted. Two
--- index ranges of at most the limit's live entries each.
-CREATE FUNCTION runq._taken(scope text, key text)
+-- The runs a key's limit counts, running and queued but admitted, counted
+-- up to up_to (the limit: whether a key has room never needs more), so an
+-- admission reads at most a limit's worth of index entries however deep the
+-- key's backlog. Index probes only, whatever the statistics say: planned on
+-- a table that looked empty (a fresh database, a bulk load in one
+-- transaction), a scan of all of runs per admission made loads quadratic.
+CREATE FUNCTION runq._taken(scope text, key text, up_to bigint)
     RETURNS bigint
     LANGUAGE sql
     STABLE
     PARALLEL SAFE
-RETURN CASE _taken.scope
+    SET enable_seqscan = off
+RETURN least(_taken.up_to, CASE _taken.scope
        WHEN 'tenant' THEN (SELECT count(*) FROM runq.runs AS r
                             WHERE r.tenant_id = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
-                        + (SELECT count(*) FROM runq.runs AS r
-                            WHERE NOT r.parked AND r.tenant_id = _taken.key AND r.status = 'queued')
+                        + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
+                                                  WHERE NOT r.parked AND r.tenant_id = _taken.key
+                                                    AND r.status = 'queued'
+                                                  LIMIT _taken.up_to) AS q)
        ELSE (SELECT count(*) FROM runq.runs AS r
               WHERE r.kind = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
-          + (SELECT count(*) FROM runq.runs AS r
-              WHERE NOT r.parked AND r.kind = _taken.key AND r.status = 'queued')
-       END;
+          + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
+                                    WHERE NOT r.parked AND r.kind = _taken.key AND r.status = 'queued'
+                                    LIMIT _taken.up_to) AS q)
+       END);
 
 CREATE FUNCTION runq._paused(priority integer, kind text, tenant_id text)
     RETURNS boolean
@@ -6219,7 +6227,7 @@ BEGIN
         ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', tenant_id)) THEN
             RETURN false;
         END IF;
-        IF runq._taken('tenant', tenant_id) >= v_tenant_limit THEN
+        IF runq._taken('tenant', tenant_id, v_tenant_limit) >= v_tenant_limit THEN
             RETURN false;
         END IF;
     END IF;
@@ -6229,7 +6237,7 @@ BEGIN
         ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('kind', kind)) THEN
             RETURN false;
         END IF;
-        IF runq._taken('kind', kind) >= v_kind_limit THEN
+        IF runq._taken('kind', kind, v_kind_limit) >= v_kind_limit THEN
             RETURN false;
         END IF;
     END IF;
@@ -6262,7 +6270,7 @@ BEGIN
     ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
         RETURN 0;
     END IF;
-    v_room := v_limit - runq._taken(scope, key);
+    v_room := v_limit - runq._taken(scope, key, v_limit);
     IF v_room <= 0 THEN
         RETURN 0;
     END IF;
@@ -6309,7 +6317,7 @@ BEGIN
     RETURN v_limit IS NULL
         OR (runq._counts_are_fresh()
             AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))
-            AND runq._taken(scope, key) < v_limit);
+            AND runq._taken(scope, key, v_limit) < v_limit);
 END
 $$;
 
@@ -6375,10 +6383,13 @@ BEGIN
     IF EXISTS (SELECT FROM runq.limit_debts) AND runq._counts_are_fresh() THEN
         DELETE FROM runq.limit_debts AS d
          WHERE runq._limit_of(d.scope, d.key) IS NULL
-            OR runq._taken(d.scope, d.key) <= runq._limit_of(d.scope, d.key);
+            OR runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
+               <= runq._limit_of(d.scope, d.key);
         UPDATE runq.limit_debts AS d
-           SET debt = runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key)
-         WHERE d.debt > runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key);
+           SET debt = runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
+                      - runq._limit_of(d.scope, d.key)
+         WHERE runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
+               - runq._limit_of(d.scope, d.key) < d.debt;
     END IF;
 END
 $$;
@@ -6434,10 +6445,15 @@ BEGIN
     IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(OLD.tenant_id, OLD.kind) THEN
         RETURN NULL;
     END IF;
-    IF NOT EXISTS (SELECT FROM runq.runs AS r
-                    WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id)
-       AND NOT EXISTS (SELECT FROM runq.runs AS r
-                        WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind) THEN
+    -- Only a limited key's parked runs can want this slot. (Under a snapshot
+    -- held for long, each probe steps over the entries its key's admissions
+    -- left behind since: the reason to probe no key that has no limit.)
+    IF NOT (v_tenant_limit IS NOT NULL
+            AND EXISTS (SELECT FROM runq.runs AS r
+                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id))
+       AND NOT (v_kind_limit IS NOT NULL
+                AND EXISTS (SELECT FROM runq.runs AS r
+                             WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind)) THEN
         RETURN NULL;
     END IF;
     PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
@@ -6479,7 +6495,7 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION runq._limit_of(text, text), runq._taken(text, text), runq._counts_are_fresh(),
+REVOKE ALL ON FUNCTION runq._limit_of(text, text), runq._taken(text, text, bigint), runq._counts_are_fresh(),
     runq._paused(integer, text, text), runq._settings_lock(), runq._key_lock(text, text),
     runq._pay_debt(text, text), runq._admissible(text, text, integer, timestamptz, boolean),
     runq._admit_parked(text, text, boolean), runq._room_tried(text, text),
@@ -6488,8 +6504,8 @@ REVOKE ALL ON FUNCTION runq._limit_of(text, text), runq._taken(text, text), runq
 
 COMMENT ON FUNCTION runq._limit_of(text, text) IS
     'The concurrency limit that applies to a tenant or kind: its own row, else the scope''s default; NULL when unlimited.';
-COMMENT ON FUNCTION runq._taken(text, text) IS
-    'How many runs a key''s limit counts now: running, and queued but admitted.';
+COMMENT ON FUNCTION runq._taken(text, text, bigint) IS
+    'How many runs a key''s limit counts now (running, and queued but admitted), counted up to up_to.';
 COMMENT ON FUNCTION runq._paused(integer, text, text) IS
     'Whether a pause holds a run of this class, kind and tenant.';
 COMMENT ON FUNCTION runq._counts_are_fresh() IS
@@ -6955,7 +6971,7 @@ BEGIN
                FOR UPDATE SKIP LOCKED;
             CONTINUE WHEN NOT FOUND;
             v_out := NULL;
-            IF runq._taken('tenant', v_tenant) >= v_limit THEN
+            IF runq._taken('tenant', v_tenant, v_limit) >= v_limit THEN
                 SELECT r.run_id INTO v_out
                   FROM runq.runs AS r
                  WHERE r.status = 'queued' AND NOT r.parked AND r.tenant_id = v_tenant

@@ -229,7 +229,7 @@ BEGIN
         ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', tenant_id)) THEN
             RETURN false;
         END IF;
-        IF runq._taken('tenant', tenant_id) >= v_tenant_limit THEN
+        IF runq._taken('tenant', tenant_id, v_tenant_limit) >= v_tenant_limit THEN
             RETURN false;
         END IF;
     END IF;
@@ -239,7 +239,7 @@ BEGIN
         ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('kind', kind)) THEN
             RETURN false;
         END IF;
-        IF runq._taken('kind', kind) >= v_kind_limit THEN
+        IF runq._taken('kind', kind, v_kind_limit) >= v_kind_limit THEN
             RETURN false;
         END IF;
     END IF;
@@ -268,7 +268,7 @@ BEGIN
     ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
         RETURN 0;
     END IF;
-    v_room := v_limit - runq._taken(scope, key);
+    v_room := v_limit - runq._taken(scope, key, v_limit);
     IF v_room <= 0 THEN
         RETURN 0;
     END IF;
@@ -625,10 +625,15 @@ BEGIN
     IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(OLD.tenant_id, OLD.kind) THEN
         RETURN NULL;
     END IF;
-    IF NOT EXISTS (SELECT FROM runq.runs AS r
-                    WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id)
-       AND NOT EXISTS (SELECT FROM runq.runs AS r
-                        WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind) THEN
+    -- Only a limited key's parked runs can want this slot. (Under a snapshot
+    -- held for long, each probe steps over the entries its key's admissions
+    -- left behind since: the reason to probe no key that has no limit.)
+    IF NOT (v_tenant_limit IS NOT NULL
+            AND EXISTS (SELECT FROM runq.runs AS r
+                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id))
+       AND NOT (v_kind_limit IS NOT NULL
+                AND EXISTS (SELECT FROM runq.runs AS r
+                             WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind)) THEN
         RETURN NULL;
     END IF;
     PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
@@ -825,10 +830,13 @@ BEGIN
     IF EXISTS (SELECT FROM runq.limit_debts) AND runq._counts_are_fresh() THEN
         DELETE FROM runq.limit_debts AS d
          WHERE runq._limit_of(d.scope, d.key) IS NULL
-            OR runq._taken(d.scope, d.key) <= runq._limit_of(d.scope, d.key);
+            OR runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
+               <= runq._limit_of(d.scope, d.key);
         UPDATE runq.limit_debts AS d
-           SET debt = runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key)
-         WHERE d.debt > runq._taken(d.scope, d.key) - runq._limit_of(d.scope, d.key);
+           SET debt = runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
+                      - runq._limit_of(d.scope, d.key)
+         WHERE runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
+               - runq._limit_of(d.scope, d.key) < d.debt;
     END IF;
 END
 $$;
@@ -942,7 +950,7 @@ BEGIN
     RETURN v_limit IS NULL
         OR (runq._counts_are_fresh()
             AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))
-            AND runq._taken(scope, key) < v_limit);
+            AND runq._taken(scope, key, v_limit) < v_limit);
 END
 $$;
 
@@ -1012,7 +1020,7 @@ BEGIN
                FOR UPDATE SKIP LOCKED;
             CONTINUE WHEN NOT FOUND;
             v_out := NULL;
-            IF runq._taken('tenant', v_tenant) >= v_limit THEN
+            IF runq._taken('tenant', v_tenant, v_limit) >= v_limit THEN
                 SELECT r.run_id INTO v_out
                   FROM runq.runs AS r
                  WHERE r.status = 'queued' AND NOT r.parked AND r.tenant_id = v_tenant
@@ -1098,11 +1106,12 @@ COMMENT ON COLUMN runq.runs.tools_begun IS 'begin_tool calls over the run''s who
 
 COMMENT ON COLUMN runq.runs.parked IS 'A queued run held out of the claim''s indexes, for a concurrency limit, a pause, or until due under a limit; meaningful only while status = ''queued''.';
 
-CREATE FUNCTION runq._taken(scope text, key text) RETURNS bigint
+CREATE FUNCTION runq._taken(scope text, key text, up_to bigint) RETURNS bigint
     LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN CASE scope WHEN 'tenant'::text THEN ((SELECT count(*) AS count FROM runq.runs r WHERE (((r.tenant_id)::text = _taken.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL))) + (SELECT count(*) AS count FROM runq.runs r WHERE ((NOT r.parked) AND ((r.tenant_id)::text = _taken.key) AND ((r.status)::text = 'queued'::text)))) ELSE ((SELECT count(*) AS count FROM runq.runs r WHERE (((r.kind)::text = _taken.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL))) + (SELECT count(*) AS count FROM runq.runs r WHERE ((NOT r.parked) AND ((r.kind)::text = _taken.key) AND ((r.status)::text = 'queued'::text)))) END;
+    SET enable_seqscan TO 'off'
+    RETURN LEAST(up_to, CASE scope WHEN 'tenant'::text THEN ((SELECT count(*) AS count FROM runq.runs r WHERE (((r.tenant_id)::text = _taken.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL))) + (SELECT count(*) AS count FROM (SELECT FROM runq.runs r WHERE ((NOT r.parked) AND ((r.tenant_id)::text = _taken.key) AND ((r.status)::text = 'queued'::text)) LIMIT _taken.up_to) q)) ELSE ((SELECT count(*) AS count FROM runq.runs r WHERE (((r.kind)::text = _taken.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL))) + (SELECT count(*) AS count FROM (SELECT FROM runq.runs r WHERE ((NOT r.parked) AND ((r.kind)::text = _taken.key) AND ((r.status)::text = 'queued'::text)) LIMIT _taken.up_to) q)) END);
 
-COMMENT ON FUNCTION runq._taken(scope text, key text) IS 'How many runs a key''s limit counts now: running, and queued but admitted.';
+COMMENT ON FUNCTION runq._taken(scope text, key text, up_to bigint) IS 'How many runs a key''s limit counts now (running, and queued but admitted), counted up to up_to.';
 
 CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -2700,7 +2709,7 @@ REVOKE ALL ON FUNCTION runq._settings_lock() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION runq._taken(scope text, key text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._taken(scope text, key text, up_to bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) TO runq_worker;
