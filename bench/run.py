@@ -18,6 +18,7 @@ cluster with scripts/pg.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import statistics
@@ -403,8 +404,13 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="the README's sizes (slow)")
     ap.add_argument("--out", type=Path, help="also write the report here")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(PARTS))
+    ap.add_argument("--backlog", type=int, help="queued runs behind the latency claims")
+    ap.add_argument("--hold-seconds", type=int, help="how long a held snapshot lasts")
     opts = ap.parse_args()
     sizes = FULL if opts.full else QUICK
+    sizes = dataclasses.replace(sizes, **{k: v for k, v in (("backlog", opts.backlog),
+                                                            ("hold_seconds", opts.hold_seconds))
+                                          if v is not None})
     only = set(opts.only.split(",")) if opts.only else set(PARTS)
 
     bench = Bench(server_url(), sizes)
@@ -413,7 +419,9 @@ def main() -> None:
              f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
              + bench.psql("SELECT version()").split(",")[0]
              + f", `bench/run.py{' --full' if opts.full else ''}"
-             + (f" --only {opts.only}" if opts.only else "") + "`", ""]
+             + (f" --only {opts.only}" if opts.only else "")
+             + (f" --backlog {opts.backlog}" if opts.backlog else "")
+             + (f" --hold-seconds {opts.hold_seconds}" if opts.hold_seconds else "") + "`", ""]
 
     def say(line: str) -> None:
         print(line, flush=True)

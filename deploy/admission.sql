@@ -22,13 +22,23 @@ SET LOCAL statement_timeout = '10s';
 -- and a saturated tenant's backlog is out of its way. What keeps the rule:
 --   * a run entering 'queued' from outside (submit, deliver_input, redrive)
 --     is admitted only if its keys have room, counted while holding each
---     key's lock (runq._admissible); the claim moves a run from admitted to
+--     key's lock (runq._admissible: a BEFORE INSERT trigger for submits,
+--     runq._requeued for the others); the claim moves a run from admitted to
 --     running and changes no count;
 --   * a run leaving its slot hands it to the oldest parked run that needs
---     nothing but that slot (runq._hand_on_slot), which changes no count
---     either, so it needs no lock and no count;
---   * what needs a count and finds a key busy is left to the next sweep
---     (runq._rebalance), which also admits runs whose time came.
+--     nothing but that slot (runq._slot_left), which changes no count
+--     either, so it needs no key's lock and no count;
+--   * what needs a count and finds a key busy, or needs counting after a
+--     hand-on (a parked run whose other key differs), is left to the next
+--     sweep (runq._rebalance), which also admits runs whose time came, and
+--     to a claim that came back short (runq._swap_in).
+-- Runs enter the queue under READ COMMITTED only, when a limit or a pause
+-- is set: a count (and the settings) read with an older snapshot could
+-- admit past a limit or under a pause committed since.
+-- Calls, not triggers, for the updates: an AFTER UPDATE row trigger on runs,
+-- even one that returns at once, cost every claim and complete some 50 us
+-- (bench/cpu.py: a cycle 412 us against 272 us without; each function that
+-- moves a run out of a slot or back into the queue calls these instead).
 -- Everything that reads the limits or pauses to admit takes the settings lock
 -- shared; set_limit, pause and resume take it exclusive, so no admission
 -- straddles a change of the rules.
@@ -38,18 +48,25 @@ SET LOCAL statement_timeout = '10s';
 -- beyond it only with a try, so admissions cannot deadlock each other.
 
 -- The effective limit of a key: its own row, else its scope's default; NULL
--- when unlimited.
+-- when unlimited. These helpers are PL/pgSQL, not SQL: a SQL function whose
+-- body holds a subquery is never inlined, and is planned again at every
+-- call (~100 us), where PL/pgSQL keeps its plans for the session (~5 us).
 CREATE FUNCTION runq._limit_of(scope text, key text)
     RETURNS bigint
-    LANGUAGE sql
+    LANGUAGE plpgsql
     STABLE
     PARALLEL SAFE
-RETURN (SELECT l.max_running
-          FROM runq.limit_settings AS l
-         WHERE l.scope = _limit_of.scope
-           AND (l.key = _limit_of.key OR l.key IS NULL)
-         ORDER BY l.key IS NULL
-         LIMIT 1);
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT l.max_running
+              FROM runq.limit_settings AS l
+             WHERE l.scope = _limit_of.scope
+               AND (l.key = _limit_of.key OR l.key IS NULL)
+             ORDER BY l.key IS NULL
+             LIMIT 1);
+END
+$$;
 
 -- The runs a key's limit counts, running and queued but admitted, counted
 -- up to up_to (the limit: whether a key has room never needs more), so an
@@ -59,39 +76,52 @@ RETURN (SELECT l.max_running
 -- transaction), a scan of all of runs per admission made loads quadratic.
 CREATE FUNCTION runq._taken(scope text, key text, up_to bigint)
     RETURNS bigint
-    LANGUAGE sql
+    LANGUAGE plpgsql
     STABLE
     PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
-RETURN least(_taken.up_to, CASE _taken.scope
-       WHEN 'tenant' THEN (SELECT count(*) FROM runq.runs AS r
-                            WHERE r.tenant_id = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
-                        + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
-                                                  WHERE NOT r.parked AND r.tenant_id = _taken.key
-                                                    AND r.status = 'queued'
-                                                  LIMIT _taken.up_to) AS q)
-       ELSE (SELECT count(*) FROM runq.runs AS r
-              WHERE r.kind = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
-          + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
-                                    WHERE NOT r.parked AND r.kind = _taken.key AND r.status = 'queued'
-                                    LIMIT _taken.up_to) AS q)
-       END);
+AS $$
+BEGIN
+    IF scope = 'tenant' THEN
+        RETURN least(up_to,
+                     (SELECT count(*) FROM runq.runs AS r
+                       WHERE r.tenant_id = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+                     + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
+                                               WHERE NOT r.parked AND r.tenant_id = _taken.key
+                                                 AND r.status = 'queued'
+                                               LIMIT up_to) AS q));
+    END IF;
+    RETURN least(up_to,
+                 (SELECT count(*) FROM runq.runs AS r
+                   WHERE r.kind = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+                 + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
+                                           WHERE NOT r.parked AND r.kind = _taken.key
+                                             AND r.status = 'queued'
+                                           LIMIT up_to) AS q));
+END
+$$;
 
 CREATE FUNCTION runq._paused(priority integer, kind text, tenant_id text)
     RETURNS boolean
-    LANGUAGE sql
+    LANGUAGE plpgsql
     STABLE
     PARALLEL SAFE
-RETURN EXISTS (SELECT FROM runq.pause_settings AS p
-                WHERE (p.scope = 'class' AND p.key = _paused.priority::text)
-                   OR (p.scope = 'kind' AND p.key = _paused.kind)
-                   OR (p.scope = 'tenant' AND p.key = _paused.tenant_id));
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT FROM runq.pause_settings AS p
+                    WHERE (p.scope = 'class' AND p.key = _paused.priority::text)
+                       OR (p.scope = 'kind' AND p.key = _paused.kind)
+                       OR (p.scope = 'tenant' AND p.key = _paused.tenant_id));
+END
+$$;
 
 -- A count taken after a key's lock is exact only if the statement's snapshot
 -- is newer than the lock: so under READ COMMITTED only. In a REPEATABLE READ
--- or SERIALIZABLE transaction nothing is admitted by a count (a run entering
--- the queue under a limit is parked); the next admission that can count, a
--- slot handed on or the sweep, admits it.
+-- or SERIALIZABLE transaction a run may not enter the queue while limits or
+-- pauses are set (runq._admissible raises 25000), and the sweep and the
+-- claim's slow path admit nothing.
 CREATE FUNCTION runq._counts_are_fresh()
     RETURNS boolean
     LANGUAGE sql
@@ -107,6 +137,30 @@ CREATE FUNCTION runq._settings_lock()
     IMMUTABLE
     PARALLEL SAFE
 RETURN hashtextextended('runq settings', 0);
+
+-- set_limit, pause and resume take the settings lock exclusive by trying,
+-- for up to 2 s, and never queue for it: a waiting exclusive request would
+-- make every submit of every tenant queue behind it (and behind whatever
+-- open transaction it waits for). 55P03 when the wait runs out.
+CREATE FUNCTION runq._lock_settings()
+    RETURNS void
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    FOR i IN 1..200 LOOP
+        IF pg_try_advisory_xact_lock(runq._settings_lock()) THEN
+            RETURN;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    RAISE EXCEPTION USING ERRCODE = '55P03',
+        MESSAGE = 'the limits and pauses stayed busy for 2 s',
+        DETAIL = 'A transaction that submitted or requeued a run, or changed a limit or a pause, is still open.',
+        HINT = 'Try again once it has ended.';
+END
+$$;
 
 CREATE FUNCTION runq._key_lock(scope text, key text)
     RETURNS bigint
@@ -150,12 +204,13 @@ $$;
 
 -- May a run with these keys be admitted now? Not under a pause; always when
 -- no limit applies; under a limit, only once due (a run scheduled for later
--- would hold a slot it cannot use) and only while each limited key has room.
--- Takes the settings lock shared and each limited key's lock, waiting, or
--- with wait false only trying (false when a key is busy). The locks are held
--- to the end of the transaction, so the run it admits counts for the next.
+-- would hold a slot it cannot use) and only while each limited key has room
+-- for it. counted: the run is already among those its keys count (queued and
+-- not parked, as after the status update that brought it back). Takes the
+-- settings lock shared and each limited key's lock, tenant first, held to
+-- the end of the transaction, so the run it admits counts for the next.
 CREATE FUNCTION runq._admissible(tenant_id text, kind text, priority integer,
-                                 ready_at timestamptz, wait boolean)
+                                 ready_at timestamptz, counted boolean)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -164,8 +219,21 @@ AS $$
 DECLARE
     v_tenant_limit  bigint;
     v_kind_limit    bigint;
+    v_self          integer := CASE WHEN counted THEN 1 ELSE 0 END;
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    -- No limit and no pause anywhere: the submit of a queue that uses
+    -- neither pays these two probes of empty tables, and nothing else.
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) AND NOT EXISTS (SELECT FROM runq.pause_settings) THEN
+        RETURN true;
+    END IF;
+    IF NOT runq._counts_are_fresh() THEN
+        RAISE EXCEPTION USING ERRCODE = '25000',
+            MESSAGE = format('a run enters the queue under %s isolation while limits or pauses are set',
+                             current_setting('transaction_isolation')),
+            DETAIL = 'Its admission counts what other transactions committed, which an older snapshot does not see.',
+            HINT = 'Submit, deliver input and redrive under READ COMMITTED (the default).';
+    END IF;
     IF runq._paused(priority, kind, tenant_id) THEN
         RETURN false;
     END IF;
@@ -174,26 +242,18 @@ BEGIN
     IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
         RETURN true;
     END IF;
-    IF ready_at > clock_timestamp() OR NOT runq._counts_are_fresh() THEN
+    IF ready_at > clock_timestamp() THEN
         RETURN false;
     END IF;
     IF v_tenant_limit IS NOT NULL THEN
-        IF wait THEN
-            PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', tenant_id));
-        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', tenant_id)) THEN
-            RETURN false;
-        END IF;
-        IF runq._taken('tenant', tenant_id, v_tenant_limit) >= v_tenant_limit THEN
+        PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', tenant_id));
+        IF runq._taken('tenant', tenant_id, v_tenant_limit + v_self) >= v_tenant_limit + v_self THEN
             RETURN false;
         END IF;
     END IF;
     IF v_kind_limit IS NOT NULL THEN
-        IF wait THEN
-            PERFORM pg_advisory_xact_lock(runq._key_lock('kind', kind));
-        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('kind', kind)) THEN
-            RETURN false;
-        END IF;
-        IF runq._taken('kind', kind, v_kind_limit) >= v_kind_limit THEN
+        PERFORM pg_advisory_xact_lock(runq._key_lock('kind', kind));
+        IF runq._taken('kind', kind, v_kind_limit + v_self) >= v_kind_limit + v_self THEN
             RETURN false;
         END IF;
     END IF;
@@ -203,7 +263,7 @@ $$;
 
 -- Admits the parked runs of one limited key, oldest in claim order first,
 -- while it has room; each run also needs room in its other key, tried, not
--- waited for. Looks at most room + 100 runs: the rest waits for the next
+-- waited for. Looks at most room + 1000 runs: the rest waits for the next
 -- call. Returns how many it admitted.
 CREATE FUNCTION runq._admit_parked(scope text, key text, wait boolean)
     RETURNS integer
@@ -212,18 +272,26 @@ CREATE FUNCTION runq._admit_parked(scope text, key text, wait boolean)
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_limit     bigint := runq._limit_of(scope, key);
+    v_limit     bigint;
     v_room      bigint;
     v_admitted  integer := 0;
     v_run       record;
 BEGIN
-    IF v_limit IS NULL OR NOT runq._counts_are_fresh() THEN
+    IF NOT runq._counts_are_fresh() THEN
         RETURN 0;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    -- The locks first (the settings lock only tried when not waiting: a
+    -- waiting pause would otherwise queue it behind every row lock held),
+    -- then the limit and the count, each in a statement of its own.
     IF wait THEN
+        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
         PERFORM pg_advisory_xact_lock(runq._key_lock(scope, key));
-    ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
+    ELSIF NOT pg_try_advisory_xact_lock_shared(runq._settings_lock())
+          OR NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
+        RETURN 0;
+    END IF;
+    v_limit := runq._limit_of(scope, key);
+    IF v_limit IS NULL THEN
         RETURN 0;
     END IF;
     v_room := v_limit - runq._taken(scope, key, v_limit);
@@ -239,7 +307,7 @@ BEGIN
            AND r.ready_at <= clock_timestamp()
            AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
          ORDER BY r.priority, r.ready_at, r.run_id
-         LIMIT v_room + 100
+         LIMIT v_room + 1000
            FOR UPDATE SKIP LOCKED
     LOOP
         -- The other key of this run: room there too, or the next run.
@@ -270,10 +338,16 @@ AS $$
 DECLARE
     v_limit bigint := runq._limit_of(scope, key);
 BEGIN
-    RETURN v_limit IS NULL
-        OR (runq._counts_are_fresh()
-            AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))
-            AND runq._taken(scope, key, v_limit) < v_limit);
+    IF v_limit IS NULL THEN
+        RETURN true;
+    END IF;
+    -- The lock first, in a statement of its own, and the count after it:
+    -- counted in the same expression, the count would use a snapshot taken
+    -- before the lock, and miss an admission committed in between.
+    IF NOT (runq._counts_are_fresh() AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))) THEN
+        RETURN false;
+    END IF;
+    RETURN runq._taken(scope, key, v_limit) < v_limit;
 END
 $$;
 
@@ -337,23 +411,26 @@ BEGIN
     -- A debt is what the running runs exceed their limit by; once the count
     -- says less, the rest is forgiven.
     IF EXISTS (SELECT FROM runq.limit_debts) AND runq._counts_are_fresh() THEN
-        DELETE FROM runq.limit_debts AS d
-         WHERE runq._limit_of(d.scope, d.key) IS NULL
-            OR runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
-               <= runq._limit_of(d.scope, d.key);
+        -- One statement, so one snapshot decides both.
+        WITH owed AS (
+            SELECT d.scope, d.key, d.debt,
+                   runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
+                   - runq._limit_of(d.scope, d.key) AS now_owed
+              FROM runq.limit_debts AS d
+        ), forgiven AS (
+            DELETE FROM runq.limit_debts AS d
+             USING owed AS o
+             WHERE d.scope = o.scope AND d.key = o.key AND coalesce(o.now_owed, 0) <= 0
+        )
         UPDATE runq.limit_debts AS d
-           SET debt = runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
-                      - runq._limit_of(d.scope, d.key)
-         WHERE runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
-               - runq._limit_of(d.scope, d.key) < d.debt;
+           SET debt = o.now_owed
+          FROM owed AS o
+         WHERE d.scope = o.scope AND d.key = o.key AND o.now_owed > 0 AND o.now_owed < d.debt;
     END IF;
 END
 $$;
 
--- BEFORE INSERT, and BEFORE UPDATE OF status into 'queued': decides parked.
--- A run coming back from running (a release, a requeue) still holds its slot:
--- it is parked only under a pause, or to pay a lowered limit's debt. Any
--- other run entering the queue must be admitted.
+-- BEFORE INSERT: a new run is admitted or parked before it is written.
 CREATE FUNCTION runq._park_on_entry()
     RETURNS trigger
     LANGUAGE plpgsql
@@ -361,64 +438,112 @@ CREATE FUNCTION runq._park_on_entry()
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.status = 'running' THEN
-        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
-        NEW.parked := runq._paused(NEW.priority, NEW.kind, NEW.tenant_id)
-                      OR (EXISTS (SELECT FROM runq.limit_debts)
-                          AND runq._pay_debt(NEW.tenant_id, NEW.kind));
-    ELSE
-        -- ready_at is a generated column: not computed yet before the row is.
-        NEW.parked := NOT runq._admissible(NEW.tenant_id, NEW.kind, NEW.priority,
-                                           coalesce(NEW.scheduled_for, NEW.created_at), true);
-    END IF;
+    -- ready_at is a generated column: not computed yet before the row is.
+    NEW.parked := NOT runq._admissible(NEW.tenant_id, NEW.kind, NEW.priority,
+                                       coalesce(NEW.scheduled_for, NEW.created_at), false);
     RETURN NEW;
 END
 $$;
 
--- AFTER UPDATE OF status out of a slot (running, or admitted and queued, to
--- anything but those): the slot goes to the oldest due parked run of the same
--- limited key whose other key is the same or unlimited, so no count changes
--- and nothing needs a lock; a lowered limit's debt is paid first. Other
--- parked runs of the key are left to an admission that counts, tried here.
-CREATE FUNCTION runq._hand_on_slot()
-    RETURNS trigger
+-- A run put back into 'queued' from another status: parks it if it may not
+-- stay admitted, in a second update of the row (in the same transaction, so
+-- no claim sees it between the two). Called by the functions that requeue,
+-- right after their update. A run coming back from running (a release, a
+-- requeue: from_running) keeps its slot: it is parked only under a pause, or
+-- to pay a lowered limit's debt. A run coming back from waiting_for_user or
+-- failed needs admitting. Returns true.
+CREATE FUNCTION runq._requeued(run_id bigint, from_running boolean)
+    RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
+DECLARE
+    v_run   record;
+    v_park  boolean;
+BEGIN
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) AND NOT EXISTS (SELECT FROM runq.pause_settings) THEN
+        RETURN true;
+    END IF;
+    SELECT r.tenant_id::text AS tenant_id, r.kind::text AS kind, r.priority::integer AS priority,
+           r.ready_at, r.parked
+      INTO v_run
+      FROM runq.runs AS r
+     WHERE r.run_id = _requeued.run_id AND r.status = 'queued';
+    IF NOT FOUND THEN
+        RETURN true;
+    END IF;
+    IF from_running THEN
+        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+        v_park := runq._paused(v_run.priority, v_run.kind, v_run.tenant_id)
+                  OR (EXISTS (SELECT FROM runq.limit_debts)
+                      AND runq._pay_debt(v_run.tenant_id, v_run.kind));
+    ELSE
+        v_park := NOT runq._admissible(v_run.tenant_id, v_run.kind, v_run.priority, v_run.ready_at,
+                                       NOT v_run.parked);
+    END IF;
+    IF v_park IS DISTINCT FROM v_run.parked THEN
+        UPDATE runq.runs AS r SET parked = v_park WHERE r.run_id = _requeued.run_id;
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- A run that left its slot (running, or admitted and queued, to anything
+-- but those), called by the function that moved it, right after its update
+-- and only when a limit is set: the slot goes to the oldest due parked
+-- run of the same limited key whose other key is the same or unlimited, so
+-- no count changes and no key's lock is needed; a lowered limit's debt is
+-- paid first. Parked runs that need a count are left to the sweep.
+CREATE FUNCTION runq._slot_left(tenant_id text, kind text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
 DECLARE
     v_tenant_limit  bigint;
     v_kind_limit    bigint;
     v_next          bigint;
 BEGIN
-    -- The common ends first: no limit, or no parked run to hand the slot to.
-    -- One statement for both limits and the probe: each costs a plan run.
-    SELECT runq._limit_of('tenant', OLD.tenant_id), runq._limit_of('kind', OLD.kind)
-      INTO v_tenant_limit, v_kind_limit;
-    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
-        RETURN NULL;
+    -- The common ends first: no limit at all, no limit on this run's keys,
+    -- or no parked run to hand the slot to.
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) THEN
+        RETURN true;
     END IF;
-    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(OLD.tenant_id, OLD.kind) THEN
-        RETURN NULL;
+    v_tenant_limit := runq._limit_of('tenant', _slot_left.tenant_id);
+    v_kind_limit := runq._limit_of('kind', _slot_left.kind);
+    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
+        RETURN true;
+    END IF;
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(_slot_left.tenant_id, _slot_left.kind) THEN
+        RETURN true;
     END IF;
     -- Only a limited key's parked runs can want this slot. (Under a snapshot
     -- held for long, each probe steps over the entries its key's admissions
     -- left behind since: the reason to probe no key that has no limit.)
     IF NOT (v_tenant_limit IS NOT NULL
             AND EXISTS (SELECT FROM runq.runs AS r
-                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id))
+                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = _slot_left.tenant_id))
        AND NOT (v_kind_limit IS NOT NULL
                 AND EXISTS (SELECT FROM runq.runs AS r
-                             WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind)) THEN
-        RETURN NULL;
+                             WHERE r.parked AND r.status = 'queued' AND r.kind = _slot_left.kind)) THEN
+        RETURN true;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    -- Tried, not waited for: this runs with the ended run's row locked, and a
+    -- pause waiting for the lock may be waiting for that row too. Busy: the
+    -- slot stays free for the next claim's swap or the sweep.
+    IF NOT pg_try_advisory_xact_lock_shared(runq._settings_lock()) THEN
+        RETURN true;
+    END IF;
     IF v_tenant_limit IS NOT NULL THEN
         SELECT r.run_id INTO v_next
           FROM runq.runs AS r
          WHERE r.parked AND r.status = 'queued'
-           AND r.tenant_id = OLD.tenant_id
-           AND (r.kind = OLD.kind OR runq._limit_of('kind', r.kind) IS NULL)
+           AND r.tenant_id = _slot_left.tenant_id
+           AND (r.kind = _slot_left.kind OR runq._limit_of('kind', r.kind) IS NULL)
            AND r.ready_at <= clock_timestamp()
            AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
          ORDER BY r.priority, r.ready_at, r.run_id
@@ -428,34 +553,34 @@ BEGIN
         SELECT r.run_id INTO v_next
           FROM runq.runs AS r
          WHERE r.parked AND r.status = 'queued'
-           AND r.kind = OLD.kind
-           AND (r.tenant_id = OLD.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
+           AND r.kind = _slot_left.kind
+           AND (r.tenant_id = _slot_left.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
            AND r.ready_at <= clock_timestamp()
            AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
          ORDER BY r.priority, r.ready_at, r.run_id
          LIMIT 1
            FOR UPDATE SKIP LOCKED;
     END IF;
+    -- No count here, ever: the rows of one statement (complete_many, a sweep)
+    -- are all updated before the first of them gets here, so a count would
+    -- see the slots the later rows are about to hand on, and give them twice.
+    -- Parked runs that need a count of their other key wait for the sweep.
     IF v_next IS NOT NULL THEN
         UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
          WHERE r.run_id = v_next;
         PERFORM pg_notify('runq', '');
-    ELSE
-        -- Parked runs that need a count of their other key.
-        PERFORM runq._admit_parked('tenant', OLD.tenant_id, false)
-          WHERE v_tenant_limit IS NOT NULL;
-        PERFORM runq._admit_parked('kind', OLD.kind, false)
-          WHERE v_kind_limit IS NOT NULL;
     END IF;
-    RETURN NULL;
+    RETURN true;
 END
 $$;
 
 REVOKE ALL ON FUNCTION runq._limit_of(text, text), runq._taken(text, text, bigint), runq._counts_are_fresh(),
-    runq._paused(integer, text, text), runq._settings_lock(), runq._key_lock(text, text),
+    runq._paused(integer, text, text), runq._settings_lock(), runq._lock_settings(),
+    runq._key_lock(text, text),
     runq._pay_debt(text, text), runq._admissible(text, text, integer, timestamptz, boolean),
     runq._admit_parked(text, text, boolean), runq._room_tried(text, text),
-    runq._rebalance(boolean), runq._park_on_entry(), runq._hand_on_slot()
+    runq._rebalance(boolean), runq._park_on_entry(), runq._requeued(bigint, boolean),
+    runq._slot_left(text, text)
     FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._limit_of(text, text) IS
@@ -468,6 +593,8 @@ COMMENT ON FUNCTION runq._counts_are_fresh() IS
     'Whether a count taken after a lock sees every commit before it: under READ COMMITTED only.';
 COMMENT ON FUNCTION runq._settings_lock() IS
     'The advisory lock key of the limits and pauses: shared by admissions, exclusive for set_limit, pause and resume.';
+COMMENT ON FUNCTION runq._lock_settings() IS
+    'Takes the settings lock exclusive by trying for up to 2 s, never queueing; 55P03 after.';
 COMMENT ON FUNCTION runq._key_lock(text, text) IS
     'The advisory lock key of one tenant or kind, held by whoever counts it to admit a run.';
 COMMENT ON FUNCTION runq._pay_debt(text, text) IS
@@ -481,8 +608,10 @@ COMMENT ON FUNCTION runq._room_tried(text, text) IS
 COMMENT ON FUNCTION runq._rebalance(boolean) IS
     'Admits parked runs whose keys have room and settles debts; thorough also frees runs no limit or pause holds.';
 COMMENT ON FUNCTION runq._park_on_entry() IS
-    'Trigger: decides whether a run entering the queue is admitted or parked.';
-COMMENT ON FUNCTION runq._hand_on_slot() IS
-    'Trigger: hands the slot of a run leaving it to the oldest parked run that needs only that slot.';
+    'Trigger: decides whether a new run is admitted or parked.';
+COMMENT ON FUNCTION runq._requeued(bigint, boolean) IS
+    'Parks a run just put back into the queue if it may not stay admitted (a pause, a debt, a key without room); true.';
+COMMENT ON FUNCTION runq._slot_left(text, text) IS
+    'Hands the slot a run of this tenant and kind just left to the oldest parked run that needs only that slot; true.';
 
 COMMIT;

@@ -2,14 +2,21 @@
 -- requires: table_runs
 -- requires: table_inputs
 -- requires: table_run_events
+-- requires: admission
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Shared by runq.deliver_input and runq.submit's routing, with the run locked
 -- and known to be waiting_for_user: store the input, requeue the run with a
 -- fresh attempt budget, log it, wake a worker. The run keeps its created_at,
 -- so it goes to the front of its class: a user is waiting on it.
-CREATE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamptz)
+--
+-- Reworked after v0.1.3: the run is admitted or parked when limits or
+-- pauses are set (runq._requeued, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamptz)
     RETURNS void
     LANGUAGE sql
     VOLATILE
@@ -31,6 +38,10 @@ AS $$
            jsonb_build_object('input', _deliver_input.input,
                               'seq', (SELECT s.seq FROM stored AS s)), at
       FROM requeued AS q;
+
+    -- Back in the queue from waiting_for_user, it needs admitting when limits
+    -- or pauses are set (deploy/admission.sql).
+    SELECT runq._requeued(_deliver_input.run_id, false);
 
     SELECT pg_notify('runq', '');
 $$;

@@ -3,8 +3,12 @@
 -- requires: table_run_events
 -- requires: function__backoff
 -- requires: function__resolve_tool_calls
+-- requires: admission
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- The lease-expiry path, shared by runq.sweep (leases found expired) and
 -- runq.release (a lease given back: released => true). The caller has locked
@@ -19,7 +23,10 @@ BEGIN;
 --                                               a release does not
 -- A release gives back the attempt its claim took. Tool calls the dead epoch
 -- left 'started' are resolved first, whatever the outcome.
-CREATE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
+--
+-- Reworked after v0.1.3: the runs it moves call the admission functions
+-- when limits or pauses are set (deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
     VOLATILE
@@ -97,6 +104,20 @@ BEGIN
         -- Wake idle workers for what just became claimable. One payload-less
         -- notification per transaction: NOTIFY folds duplicates.
         PERFORM pg_notify('runq', '');
+        -- With limits or pauses set (deploy/admission.sql): a requeued run
+        -- keeps its slot unless a pause or a lowered limit's debt parks it;
+        -- a run that ended leaves its slot to the next. The runs this call
+        -- updated are those it stamped with at.
+        IF EXISTS (SELECT FROM runq.limit_settings) OR EXISTS (SELECT FROM runq.pause_settings) THEN
+            PERFORM runq._requeued(r.run_id, true)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status = 'queued';
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status IN ('failed', 'cancelled');
+        END IF;
     END IF;
 END
 $$;

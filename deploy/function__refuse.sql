@@ -3,6 +3,7 @@
 -- requires: index_run_events_fenced
 -- requires: function__resolve_tool_calls
 -- requires: argument_checks
+-- requires: admission
 
 BEGIN;
 
@@ -28,6 +29,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.2: a NULL or missing run is reported by
 -- runq._run_not_found, a NULL epoch by runq._bad_argument.
+--
+-- Reworked after v0.1.3: a run it cancels hands its slot on when a
+-- concurrency limit is set (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -70,6 +74,9 @@ BEGIN
           FROM cancelled AS c;
         IF FOUND THEN
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
             RETURN false;
         END IF;
     END IF;

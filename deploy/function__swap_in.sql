@@ -32,14 +32,23 @@ DECLARE
     v_in        record;
     v_out       bigint;
     v_admitted  integer := 0;
+    v_visited   integer;
 BEGIN
-    IF NOT runq._counts_are_fresh() THEN
+    -- Nothing to swap without a limit; nothing counted right under an older
+    -- snapshot; and the settings lock only tried: this claim holds the rows
+    -- it took, which a pause waiting for the lock may be waiting for.
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) OR NOT runq._counts_are_fresh()
+       OR NOT pg_try_advisory_xact_lock_shared(runq._settings_lock()) THEN
         RETURN 0;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
     FOR v_class IN SELECT DISTINCT c FROM unnest(classes) AS c ORDER BY c LOOP
         v_tenant := NULL;
+        v_visited := 0;
         LOOP
+            -- At most 50 tenants a class: an idle claim stays cheap however
+            -- many tenants sit at their limits; the sweep sees the rest.
+            v_visited := v_visited + 1;
+            EXIT WHEN v_visited > 50;
             SELECT r.tenant_id::text INTO v_tenant
               FROM runq.runs AS r
              WHERE r.status = 'queued' AND r.parked AND r.priority = v_class

@@ -1,6 +1,7 @@
 -- Deploy runq:function_ask_user to pg
 -- requires: table_runs
 -- requires: table_run_events
+-- requires: admission
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
@@ -18,6 +19,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.2: its arguments are checked by the shared checks of
 -- argument_checks.
+--
+-- Reworked after v0.1.3: a run that leaves its slot hands it on when a
+-- concurrency limit is set (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -26,7 +30,8 @@ CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question j
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := clock_timestamp();
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -41,13 +46,18 @@ BEGIN
          WHERE r.run_id = ask_user.run_id
            AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
            AND NOT r.cancel_requested
-        RETURNING r.run_id, r.lease_epoch
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
+               jsonb_build_object('question', ask_user.question), v_now
+          FROM asked AS a
     )
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
-           jsonb_build_object('question', ask_user.question), v_now
-      FROM asked AS a;
-    IF FOUND THEN
+    -- The run's slot is handed on when a limit is set (runq._slot_left).
+    SELECT true INTO v_done
+      FROM asked AS a
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(a.tenant_id, a.kind);
+    IF v_done THEN
         RETURN true;
     END IF;
     RETURN runq._refuse(ask_user.run_id, ask_user.epoch, 'ask_user', true);

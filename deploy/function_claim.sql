@@ -213,8 +213,10 @@ BEGIN
     -- below its limit may have its slots held by admitted runs this claim
     -- does not take (another class or kind); runq._swap_in parks those and
     -- admits these, and the claim looks once more. A full claim never asks.
-    EXIT WHEN v_wanted = 0 OR v_tried
-           OR NOT EXISTS (SELECT FROM runq.runs AS r
+    -- Two EXITs: an expression with a subquery is run as a query, where a
+    -- plain one is evaluated in place; a full claim pays only the first.
+    EXIT WHEN v_wanted = 0 OR v_tried;
+    EXIT WHEN NOT EXISTS (SELECT FROM runq.runs AS r
                            WHERE r.status = 'queued' AND r.parked
                              AND r.priority = ANY (claim.classes));
     v_tried := true;

@@ -1,16 +1,23 @@
 -- Deploy runq:function_complete to pg
 -- requires: table_runs
 -- requires: table_run_events
+-- requires: admission
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by workers. One statement: the fenced update to 'succeeded' and its
 -- event. Applies even when cancel was requested: the work is done, and the
 -- log should say so. Raises RQ003; returns false when fenced.
-CREATE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL)
+--
+-- Reworked after v0.1.3: a run that leaves its slot hands it on when a
+-- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -18,7 +25,8 @@ CREATE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT 
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := clock_timestamp();
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
 BEGIN
     WITH done AS (
         UPDATE runq.runs AS r
@@ -26,12 +34,19 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = complete.run_id
            AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
     )
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
-      FROM done AS d;
-    IF FOUND THEN
+    -- The run's slot is handed on when a limit is set (runq._slot_left); the
+    -- probe of runq.limit_settings is run once, and is all a queue without
+    -- limits pays.
+    SELECT true INTO v_done
+      FROM done AS d
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(d.tenant_id, d.kind);
+    IF v_done THEN
         RETURN true;
     END IF;
     RETURN runq._refuse(complete.run_id, complete.epoch, 'complete', false);
@@ -43,6 +58,6 @@ GRANT EXECUTE ON FUNCTION runq.complete(bigint, bigint, jsonb) TO runq_worker, r
 
 COMMENT ON FUNCTION runq.complete(bigint, bigint, jsonb) IS
 $c$Mark a run this worker holds under epoch succeeded, with an optional result. Returns true, or false when fenced (the run is no longer running under this epoch; nothing changes but one run.fenced event).
-Raises RQ003 (no such run).$c$;
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
 
 COMMIT;

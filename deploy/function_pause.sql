@@ -30,7 +30,7 @@ BEGIN
        AND runq._check_identifier('key', pause.key)
        AND (pause.scope <> 'class' OR runq._check_class_key('key', pause.key)) THEN
     END IF;
-    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+    PERFORM runq._lock_settings();
 
     INSERT INTO runq.pause_settings (scope, key, reason, paused_at)
     VALUES (pause.scope, pause.key, pause.reason, v_now)

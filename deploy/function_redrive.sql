@@ -4,6 +4,7 @@
 -- requires: index_runs_session_active
 -- requires: role_runq_admin
 -- requires: argument_checks
+-- requires: admission
 
 BEGIN;
 
@@ -17,6 +18,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.2: a NULL or missing run is reported by
 -- runq._run_not_found, which every function that looks a run up shares.
+--
+-- Reworked after v0.1.3: the run is admitted or parked when limits or
+-- pauses are set (runq._requeued, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -72,6 +76,9 @@ BEGIN
            v_now
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id;
+    -- Back in the queue from the dead letter, it needs admitting when limits
+    -- or pauses are set (deploy/admission.sql).
+    PERFORM runq._requeued(redrive.run_id, false);
     PERFORM pg_notify('runq', '');
     RETURN true;
 END

@@ -25,7 +25,7 @@ BEGIN
        AND runq._check_identifier('key', resume.key)
        AND (resume.scope <> 'class' OR runq._check_class_key('key', resume.key)) THEN
     END IF;
-    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+    PERFORM runq._lock_settings();
 
     DELETE FROM runq.pause_settings AS p
      WHERE p.scope = resume.scope AND p.key = resume.key;

@@ -29,7 +29,7 @@ BEGIN
        AND runq._check_identifier('key', set_limit.key, true)
        AND (set_limit.max_running IS NULL OR runq._check_count('max_running', set_limit.max_running)) THEN
     END IF;
-    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+    PERFORM runq._lock_settings();
 
     IF set_limit.max_running IS NULL THEN
         DELETE FROM runq.limit_settings AS l
@@ -71,18 +71,30 @@ BEGIN
          WHERE set_limit.key IS NOT NULL
             OR NOT EXISTS (SELECT FROM runq.limit_settings AS o
                             WHERE o.scope = set_limit.scope AND o.key = a.key)
-    ), parked AS (
-        UPDATE runq.runs AS r
-           SET parked = true, updated_at = clock_timestamp()
-          FROM ranked AS x
-         WHERE r.run_id = x.run_id AND x.status = 'queued' AND x.n > x.max_running
     )
-    INSERT INTO runq.limit_debts AS d (scope, key, debt)
-    SELECT set_limit.scope, x.key, count(*) - min(x.max_running)
+    -- The row's state is tested again here: a run a claim took meanwhile is
+    -- running now, and keeps its slot.
+    UPDATE runq.runs AS r
+       SET parked = true, updated_at = clock_timestamp()
       FROM ranked AS x
-     WHERE x.status = 'running' AND x.max_running IS NOT NULL
-     GROUP BY x.key
-    HAVING count(*) > min(x.max_running)
+     WHERE r.run_id = x.run_id AND x.status = 'queued' AND x.n > x.max_running
+       AND r.status = 'queued' AND NOT r.parked;
+
+    -- The debts, from a count taken after the parking, in a statement of its
+    -- own: by how much each key's running runs exceed its limit. (Over its
+    -- limit a key has no admitted queued run left, so its running runs are
+    -- all it counts; a claim meanwhile only turned admitted into running.)
+    INSERT INTO runq.limit_debts AS d (scope, key, debt)
+    SELECT set_limit.scope, x.key, x.running - x.max_running
+      FROM (SELECT k.key, count(*) AS running,
+                   runq._limit_of(set_limit.scope, k.key) AS max_running
+              FROM runq.runs AS r
+             CROSS JOIN LATERAL (SELECT CASE set_limit.scope WHEN 'tenant' THEN r.tenant_id::text
+                                                             ELSE r.kind::text END) AS k (key)
+             WHERE r.status = 'running' AND r.lease IS NOT NULL
+               AND (set_limit.key IS NULL OR k.key = set_limit.key)
+             GROUP BY k.key) AS x
+     WHERE x.running > x.max_running
         ON CONFLICT (scope, key) DO UPDATE SET debt = EXCLUDED.debt;
 
     -- A key with no run over its limit owes nothing; one with room admits.

@@ -23,7 +23,8 @@ SET LOCAL statement_timeout = '10s';
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 --
 -- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
--- of the admissions (deploy/admission.sql).
+-- of the admissions (deploy/admission.sql), and an admitted run it expires
+-- hands its slot on.
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -77,13 +78,19 @@ BEGIN
                    finished_at = v_now, updated_at = v_now
              -- an array, not a join, so no plan can hash all of runs
              WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
-            RETURNING r.run_id, r.lease_epoch, r.failure
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.parked
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
             SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
               FROM expired AS x
         )
-        SELECT x.run_id, 'expired'::text FROM expired AS x ORDER BY x.run_id;
+        -- An expired run that was admitted leaves its slot to the next when
+        -- a limit is set (runq._slot_left).
+        SELECT x.run_id, 'expired'::text
+          FROM expired AS x
+         WHERE x.parked OR NOT EXISTS (SELECT FROM runq.limit_settings)
+            OR runq._slot_left(x.tenant_id, x.kind)
+         ORDER BY x.run_id;
     END IF;
 
     -- What the admissions of the moment could not do: a run now due under a

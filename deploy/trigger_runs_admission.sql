@@ -1,6 +1,6 @@
 -- Deploy runq:trigger_runs_admission to pg
 -- requires: admission
--- Locks: SHARE ROW EXCLUSIVE on runq.runs for three catalog updates, waiting at most 2 s for it.
+-- Locks: SHARE ROW EXCLUSIVE on runq.runs for a catalog update, waiting at most 2 s for it.
 
 BEGIN;
 
@@ -9,20 +9,10 @@ BEGIN;
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
--- Every way into the queue and out of a slot passes here, whichever function
--- wrote it (deploy/admission.sql says why). The claim (queued to running) and
--- the heartbeat (no status in its SET list) fire none of them.
+-- Every new run is admitted or parked here, whichever function inserts it
+-- (deploy/admission.sql says why). No trigger on UPDATE: the functions that
+-- move runs call runq._slot_left and runq._requeued themselves.
 CREATE TRIGGER runs_admit_new BEFORE INSERT ON runq.runs
-    FOR EACH ROW WHEN (NEW.status = 'queued')
-    EXECUTE FUNCTION runq._park_on_entry();
-
-CREATE TRIGGER runs_admit_requeued BEFORE UPDATE OF status ON runq.runs
-    FOR EACH ROW WHEN (OLD.status <> 'queued' AND NEW.status = 'queued')
-    EXECUTE FUNCTION runq._park_on_entry();
-
-CREATE TRIGGER runs_hand_on_slot AFTER UPDATE OF status ON runq.runs
-    FOR EACH ROW WHEN (OLD.status IN ('queued', 'running') AND NOT OLD.parked
-                       AND NEW.status NOT IN ('queued', 'running'))
-    EXECUTE FUNCTION runq._hand_on_slot();
+    FOR EACH ROW EXECUTE FUNCTION runq._park_on_entry();
 
 COMMIT;

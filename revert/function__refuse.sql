@@ -1,8 +1,9 @@
 -- Revert runq:function__refuse from pg
--- (back to _refuse as v0.1.2 released it)
+-- (back to _refuse as v0.1.3 released it)
 -- requires: table_runs
 -- requires: index_run_events_fenced
 -- requires: function__resolve_tool_calls
+-- requires: argument_checks
 
 BEGIN;
 
@@ -25,6 +26,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked for v0.2: before, a negative epoch raised 23514 (runq.epoch's
 -- check, on the event) and an epoch above the current one was logged.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, a NULL epoch by runq._bad_argument.
 CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -40,19 +44,15 @@ DECLARE
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
-    IF _refuse.run_id IS NULL OR _refuse.epoch IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('%s needs a run_id and an epoch, got run_id %s and epoch %s', operation,
-                             coalesce(_refuse.run_id::text, 'NULL'), coalesce(_refuse.epoch::text, 'NULL'));
+    IF _refuse.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
-
     SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
       INTO v_status, v_epoch, v_cancel
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', _refuse.run_id);
+        PERFORM runq._run_not_found(_refuse.run_id);
     END IF;
 
     IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
@@ -95,6 +95,6 @@ $$;
 REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
-    'Internal: answers a worker write that its fence refused: RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
 COMMIT;

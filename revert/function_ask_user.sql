@@ -1,10 +1,11 @@
 -- Revert runq:function_ask_user from pg
--- (back to ask_user as v0.1.2 released it)
+-- (back to ask_user as v0.1.3 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -15,6 +16,9 @@ SET LOCAL statement_timeout = '10s';
 -- its session's one active slot, so the user's answer (a submit to that
 -- session, or runq.deliver_input) resumes this run rather than starting one.
 -- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
 CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -25,8 +29,10 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
-    IF ask_user.question IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'question must not be NULL';
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('question', ask_user.question) THEN
     END IF;
 
     WITH asked AS (
@@ -54,6 +60,6 @@ GRANT EXECUTE ON FUNCTION runq.ask_user(bigint, bigint, jsonb) TO runq_worker, r
 
 COMMENT ON FUNCTION runq.ask_user(bigint, bigint, jsonb) IS
 $c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), 22023 (NULL question).$c$;
+Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
 
 COMMIT;

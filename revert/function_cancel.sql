@@ -1,9 +1,10 @@
 -- Revert runq:function_cancel from pg
--- (back to cancel as v0.1.2 released it)
+-- (back to cancel as v0.1.3 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: role_runq_client
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -14,6 +15,9 @@ SET LOCAL statement_timeout = '10s';
 -- is cancelled at once; a running one gets the durable cancel flag, which the
 -- worker's next heartbeat (or other fenced write) turns into 'cancelled' — the
 -- queue cannot interrupt a worker on another machine. Raises RQ003.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL)
     RETURNS text
     LANGUAGE plpgsql
@@ -27,17 +31,14 @@ DECLARE
     v_flagged boolean;
     v_epoch   bigint;
 BEGIN
-    IF cancel.run_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
-    END IF;
     SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint
       INTO v_status, v_flagged, v_epoch
       FROM runq.runs AS r
      WHERE r.run_id = cancel.run_id
        FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', cancel.run_id);
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(cancel.run_id);
     END IF;
 
     IF v_status IN ('queued', 'waiting_for_user') THEN
@@ -70,6 +71,6 @@ GRANT EXECUTE ON FUNCTION runq.cancel(bigint, text) TO runq_client, runq_admin;
 
 COMMENT ON FUNCTION runq.cancel(bigint, text) IS
 $c$Cancel a run. Returns cancelled (it was queued or waiting_for_user), cancel_requested (it is running: the worker's next heartbeat returns false and the run becomes cancelled then) or already_terminal (nothing changed).
-Raises RQ003 (no such run).$c$;
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -1,9 +1,10 @@
 -- Revert runq:function_redrive from pg
--- (back to redrive as v0.1.2 released it)
+-- (back to redrive as v0.1.3 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: index_runs_session_active
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -14,6 +15,9 @@ SET LOCAL statement_timeout = '10s';
 -- The session rule still holds: the partial unique index refuses the requeue
 -- when the session has another active run, and that becomes RQ002.
 -- Raises RQ002, RQ003, RQ004 (not failed).
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -29,17 +33,14 @@ DECLARE
     v_failure  jsonb;
     v_active   bigint;
 BEGIN
-    IF redrive.run_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'run_id must not be NULL';
-    END IF;
     SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
       INTO v_status, v_tenant, v_session, v_failure
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id
        FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ003',
-            MESSAGE = format('run %s not found', redrive.run_id);
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(redrive.run_id);
     ELSIF v_status <> 'failed' THEN
         RAISE EXCEPTION USING ERRCODE = 'RQ004',
             MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
@@ -82,6 +83,6 @@ GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
 
 COMMENT ON FUNCTION runq.redrive(bigint, text) IS
 $c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
-Raises RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
+Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;

@@ -1,13 +1,11 @@
 -- Revert runq:trigger_runs_admission from pg
--- Locks: ACCESS EXCLUSIVE on runq.runs for three catalog updates, waiting at most 2 s for it.
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update, waiting at most 2 s for it.
 
 BEGIN;
 
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
-DROP TRIGGER runs_hand_on_slot ON runq.runs;
-DROP TRIGGER runs_admit_requeued ON runq.runs;
 DROP TRIGGER runs_admit_new ON runq.runs;
 
 COMMIT;

@@ -1023,7 +1023,7 @@ COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
 
 COMMIT;
 
--- ==== deploy/function__expire_leases.sql ====
+-- ==== deploy/function__expire_leases@v0.1.3.sql ====
 
 -- Deploy runq:function__expire_leases to pg
 -- requires: table_runs
@@ -1135,7 +1135,7 @@ COMMENT ON FUNCTION runq._expire_leases(bigint[], boolean, timestamptz) IS
 
 COMMIT;
 
--- ==== deploy/function__deliver_input.sql ====
+-- ==== deploy/function__deliver_input@v0.1.3.sql ====
 
 -- Deploy runq:function__deliver_input to pg
 -- requires: table_runs
@@ -1821,7 +1821,7 @@ Raises RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_complete.sql ====
+-- ==== deploy/function_complete@v0.1.3.sql ====
 
 -- Deploy runq:function_complete to pg
 -- requires: table_runs
@@ -1872,7 +1872,7 @@ Raises RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_fail.sql ====
+-- ==== deploy/function_fail@v0.1.3.sql ====
 
 -- Deploy runq:function_fail to pg
 -- requires: table_runs
@@ -4809,7 +4809,7 @@ Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or 
 
 COMMIT;
 
--- ==== deploy/function_cancel.sql ====
+-- ==== deploy/function_cancel@v0.1.3.sql ====
 
 -- Deploy runq:function_cancel to pg
 -- requires: table_runs
@@ -5039,7 +5039,7 @@ Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_redrive.sql ====
+-- ==== deploy/function_redrive@v0.1.3.sql ====
 
 -- Deploy runq:function_redrive to pg
 -- requires: table_runs
@@ -5187,7 +5187,7 @@ Raises RQ003 (no such run), RQ004 (the run is not waiting_for_user), 22023 (NULL
 
 COMMIT;
 
--- ==== deploy/function__refuse.sql ====
+-- ==== deploy/function__refuse@v0.1.3.sql ====
 
 -- Deploy runq:function__refuse to pg
 -- requires: table_runs
@@ -5289,7 +5289,7 @@ COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
 
 COMMIT;
 
--- ==== deploy/function_ask_user.sql ====
+-- ==== deploy/function_ask_user@v0.1.3.sql ====
 
 -- Deploy runq:function_ask_user to pg
 -- requires: table_runs
@@ -5728,7 +5728,7 @@ Raises 22023 (NULL array, arrays of different lengths, a NULL run_id or epoch, a
 
 COMMIT;
 
--- ==== deploy/function_complete_many.sql ====
+-- ==== deploy/function_complete_many@v0.1.3.sql ====
 
 -- Deploy runq:function_complete_many to pg
 -- requires: table_runs
@@ -6066,13 +6066,23 @@ SET LOCAL statement_timeout = '10s';
 -- and a saturated tenant's backlog is out of its way. What keeps the rule:
 --   * a run entering 'queued' from outside (submit, deliver_input, redrive)
 --     is admitted only if its keys have room, counted while holding each
---     key's lock (runq._admissible); the claim moves a run from admitted to
+--     key's lock (runq._admissible: a BEFORE INSERT trigger for submits,
+--     runq._requeued for the others); the claim moves a run from admitted to
 --     running and changes no count;
 --   * a run leaving its slot hands it to the oldest parked run that needs
---     nothing but that slot (runq._hand_on_slot), which changes no count
---     either, so it needs no lock and no count;
---   * what needs a count and finds a key busy is left to the next sweep
---     (runq._rebalance), which also admits runs whose time came.
+--     nothing but that slot (runq._slot_left), which changes no count
+--     either, so it needs no key's lock and no count;
+--   * what needs a count and finds a key busy, or needs counting after a
+--     hand-on (a parked run whose other key differs), is left to the next
+--     sweep (runq._rebalance), which also admits runs whose time came, and
+--     to a claim that came back short (runq._swap_in).
+-- Runs enter the queue under READ COMMITTED only, when a limit or a pause
+-- is set: a count (and the settings) read with an older snapshot could
+-- admit past a limit or under a pause committed since.
+-- Calls, not triggers, for the updates: an AFTER UPDATE row trigger on runs,
+-- even one that returns at once, cost every claim and complete some 50 us
+-- (bench/cpu.py: a cycle 412 us against 272 us without; each function that
+-- moves a run out of a slot or back into the queue calls these instead).
 -- Everything that reads the limits or pauses to admit takes the settings lock
 -- shared; set_limit, pause and resume take it exclusive, so no admission
 -- straddles a change of the rules.
@@ -6082,18 +6092,25 @@ SET LOCAL statement_timeout = '10s';
 -- beyond it only with a try, so admissions cannot deadlock each other.
 
 -- The effective limit of a key: its own row, else its scope's default; NULL
--- when unlimited.
+-- when unlimited. These helpers are PL/pgSQL, not SQL: a SQL function whose
+-- body holds a subquery is never inlined, and is planned again at every
+-- call (~100 us), where PL/pgSQL keeps its plans for the session (~5 us).
 CREATE FUNCTION runq._limit_of(scope text, key text)
     RETURNS bigint
-    LANGUAGE sql
+    LANGUAGE plpgsql
     STABLE
     PARALLEL SAFE
-RETURN (SELECT l.max_running
-          FROM runq.limit_settings AS l
-         WHERE l.scope = _limit_of.scope
-           AND (l.key = _limit_of.key OR l.key IS NULL)
-         ORDER BY l.key IS NULL
-         LIMIT 1);
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT l.max_running
+              FROM runq.limit_settings AS l
+             WHERE l.scope = _limit_of.scope
+               AND (l.key = _limit_of.key OR l.key IS NULL)
+             ORDER BY l.key IS NULL
+             LIMIT 1);
+END
+$$;
 
 -- The runs a key's limit counts, running and queued but admitted, counted
 -- up to up_to (the limit: whether a key has room never needs more), so an
@@ -6103,39 +6120,52 @@ RETURN (SELECT l.max_running
 -- transaction), a scan of all of runs per admission made loads quadratic.
 CREATE FUNCTION runq._taken(scope text, key text, up_to bigint)
     RETURNS bigint
-    LANGUAGE sql
+    LANGUAGE plpgsql
     STABLE
     PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
-RETURN least(_taken.up_to, CASE _taken.scope
-       WHEN 'tenant' THEN (SELECT count(*) FROM runq.runs AS r
-                            WHERE r.tenant_id = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
-                        + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
-                                                  WHERE NOT r.parked AND r.tenant_id = _taken.key
-                                                    AND r.status = 'queued'
-                                                  LIMIT _taken.up_to) AS q)
-       ELSE (SELECT count(*) FROM runq.runs AS r
-              WHERE r.kind = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
-          + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
-                                    WHERE NOT r.parked AND r.kind = _taken.key AND r.status = 'queued'
-                                    LIMIT _taken.up_to) AS q)
-       END);
+AS $$
+BEGIN
+    IF scope = 'tenant' THEN
+        RETURN least(up_to,
+                     (SELECT count(*) FROM runq.runs AS r
+                       WHERE r.tenant_id = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+                     + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
+                                               WHERE NOT r.parked AND r.tenant_id = _taken.key
+                                                 AND r.status = 'queued'
+                                               LIMIT up_to) AS q));
+    END IF;
+    RETURN least(up_to,
+                 (SELECT count(*) FROM runq.runs AS r
+                   WHERE r.kind = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+                 + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
+                                           WHERE NOT r.parked AND r.kind = _taken.key
+                                             AND r.status = 'queued'
+                                           LIMIT up_to) AS q));
+END
+$$;
 
 CREATE FUNCTION runq._paused(priority integer, kind text, tenant_id text)
     RETURNS boolean
-    LANGUAGE sql
+    LANGUAGE plpgsql
     STABLE
     PARALLEL SAFE
-RETURN EXISTS (SELECT FROM runq.pause_settings AS p
-                WHERE (p.scope = 'class' AND p.key = _paused.priority::text)
-                   OR (p.scope = 'kind' AND p.key = _paused.kind)
-                   OR (p.scope = 'tenant' AND p.key = _paused.tenant_id));
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT FROM runq.pause_settings AS p
+                    WHERE (p.scope = 'class' AND p.key = _paused.priority::text)
+                       OR (p.scope = 'kind' AND p.key = _paused.kind)
+                       OR (p.scope = 'tenant' AND p.key = _paused.tenant_id));
+END
+$$;
 
 -- A count taken after a key's lock is exact only if the statement's snapshot
 -- is newer than the lock: so under READ COMMITTED only. In a REPEATABLE READ
--- or SERIALIZABLE transaction nothing is admitted by a count (a run entering
--- the queue under a limit is parked); the next admission that can count, a
--- slot handed on or the sweep, admits it.
+-- or SERIALIZABLE transaction a run may not enter the queue while limits or
+-- pauses are set (runq._admissible raises 25000), and the sweep and the
+-- claim's slow path admit nothing.
 CREATE FUNCTION runq._counts_are_fresh()
     RETURNS boolean
     LANGUAGE sql
@@ -6151,6 +6181,30 @@ CREATE FUNCTION runq._settings_lock()
     IMMUTABLE
     PARALLEL SAFE
 RETURN hashtextextended('runq settings', 0);
+
+-- set_limit, pause and resume take the settings lock exclusive by trying,
+-- for up to 2 s, and never queue for it: a waiting exclusive request would
+-- make every submit of every tenant queue behind it (and behind whatever
+-- open transaction it waits for). 55P03 when the wait runs out.
+CREATE FUNCTION runq._lock_settings()
+    RETURNS void
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    FOR i IN 1..200 LOOP
+        IF pg_try_advisory_xact_lock(runq._settings_lock()) THEN
+            RETURN;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    RAISE EXCEPTION USING ERRCODE = '55P03',
+        MESSAGE = 'the limits and pauses stayed busy for 2 s',
+        DETAIL = 'A transaction that submitted or requeued a run, or changed a limit or a pause, is still open.',
+        HINT = 'Try again once it has ended.';
+END
+$$;
 
 CREATE FUNCTION runq._key_lock(scope text, key text)
     RETURNS bigint
@@ -6194,12 +6248,13 @@ $$;
 
 -- May a run with these keys be admitted now? Not under a pause; always when
 -- no limit applies; under a limit, only once due (a run scheduled for later
--- would hold a slot it cannot use) and only while each limited key has room.
--- Takes the settings lock shared and each limited key's lock, waiting, or
--- with wait false only trying (false when a key is busy). The locks are held
--- to the end of the transaction, so the run it admits counts for the next.
+-- would hold a slot it cannot use) and only while each limited key has room
+-- for it. counted: the run is already among those its keys count (queued and
+-- not parked, as after the status update that brought it back). Takes the
+-- settings lock shared and each limited key's lock, tenant first, held to
+-- the end of the transaction, so the run it admits counts for the next.
 CREATE FUNCTION runq._admissible(tenant_id text, kind text, priority integer,
-                                 ready_at timestamptz, wait boolean)
+                                 ready_at timestamptz, counted boolean)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -6208,8 +6263,21 @@ AS $$
 DECLARE
     v_tenant_limit  bigint;
     v_kind_limit    bigint;
+    v_self          integer := CASE WHEN counted THEN 1 ELSE 0 END;
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    -- No limit and no pause anywhere: the submit of a queue that uses
+    -- neither pays these two probes of empty tables, and nothing else.
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) AND NOT EXISTS (SELECT FROM runq.pause_settings) THEN
+        RETURN true;
+    END IF;
+    IF NOT runq._counts_are_fresh() THEN
+        RAISE EXCEPTION USING ERRCODE = '25000',
+            MESSAGE = format('a run enters the queue under %s isolation while limits or pauses are set',
+                             current_setting('transaction_isolation')),
+            DETAIL = 'Its admission counts what other transactions committed, which an older snapshot does not see.',
+            HINT = 'Submit, deliver input and redrive under READ COMMITTED (the default).';
+    END IF;
     IF runq._paused(priority, kind, tenant_id) THEN
         RETURN false;
     END IF;
@@ -6218,26 +6286,18 @@ BEGIN
     IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
         RETURN true;
     END IF;
-    IF ready_at > clock_timestamp() OR NOT runq._counts_are_fresh() THEN
+    IF ready_at > clock_timestamp() THEN
         RETURN false;
     END IF;
     IF v_tenant_limit IS NOT NULL THEN
-        IF wait THEN
-            PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', tenant_id));
-        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', tenant_id)) THEN
-            RETURN false;
-        END IF;
-        IF runq._taken('tenant', tenant_id, v_tenant_limit) >= v_tenant_limit THEN
+        PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', tenant_id));
+        IF runq._taken('tenant', tenant_id, v_tenant_limit + v_self) >= v_tenant_limit + v_self THEN
             RETURN false;
         END IF;
     END IF;
     IF v_kind_limit IS NOT NULL THEN
-        IF wait THEN
-            PERFORM pg_advisory_xact_lock(runq._key_lock('kind', kind));
-        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('kind', kind)) THEN
-            RETURN false;
-        END IF;
-        IF runq._taken('kind', kind, v_kind_limit) >= v_kind_limit THEN
+        PERFORM pg_advisory_xact_lock(runq._key_lock('kind', kind));
+        IF runq._taken('kind', kind, v_kind_limit + v_self) >= v_kind_limit + v_self THEN
             RETURN false;
         END IF;
     END IF;
@@ -6247,7 +6307,7 @@ $$;
 
 -- Admits the parked runs of one limited key, oldest in claim order first,
 -- while it has room; each run also needs room in its other key, tried, not
--- waited for. Looks at most room + 100 runs: the rest waits for the next
+-- waited for. Looks at most room + 1000 runs: the rest waits for the next
 -- call. Returns how many it admitted.
 CREATE FUNCTION runq._admit_parked(scope text, key text, wait boolean)
     RETURNS integer
@@ -6256,18 +6316,26 @@ CREATE FUNCTION runq._admit_parked(scope text, key text, wait boolean)
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_limit     bigint := runq._limit_of(scope, key);
+    v_limit     bigint;
     v_room      bigint;
     v_admitted  integer := 0;
     v_run       record;
 BEGIN
-    IF v_limit IS NULL OR NOT runq._counts_are_fresh() THEN
+    IF NOT runq._counts_are_fresh() THEN
         RETURN 0;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    -- The locks first (the settings lock only tried when not waiting: a
+    -- waiting pause would otherwise queue it behind every row lock held),
+    -- then the limit and the count, each in a statement of its own.
     IF wait THEN
+        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
         PERFORM pg_advisory_xact_lock(runq._key_lock(scope, key));
-    ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
+    ELSIF NOT pg_try_advisory_xact_lock_shared(runq._settings_lock())
+          OR NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
+        RETURN 0;
+    END IF;
+    v_limit := runq._limit_of(scope, key);
+    IF v_limit IS NULL THEN
         RETURN 0;
     END IF;
     v_room := v_limit - runq._taken(scope, key, v_limit);
@@ -6283,7 +6351,7 @@ BEGIN
            AND r.ready_at <= clock_timestamp()
            AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
          ORDER BY r.priority, r.ready_at, r.run_id
-         LIMIT v_room + 100
+         LIMIT v_room + 1000
            FOR UPDATE SKIP LOCKED
     LOOP
         -- The other key of this run: room there too, or the next run.
@@ -6314,10 +6382,16 @@ AS $$
 DECLARE
     v_limit bigint := runq._limit_of(scope, key);
 BEGIN
-    RETURN v_limit IS NULL
-        OR (runq._counts_are_fresh()
-            AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))
-            AND runq._taken(scope, key, v_limit) < v_limit);
+    IF v_limit IS NULL THEN
+        RETURN true;
+    END IF;
+    -- The lock first, in a statement of its own, and the count after it:
+    -- counted in the same expression, the count would use a snapshot taken
+    -- before the lock, and miss an admission committed in between.
+    IF NOT (runq._counts_are_fresh() AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))) THEN
+        RETURN false;
+    END IF;
+    RETURN runq._taken(scope, key, v_limit) < v_limit;
 END
 $$;
 
@@ -6381,23 +6455,26 @@ BEGIN
     -- A debt is what the running runs exceed their limit by; once the count
     -- says less, the rest is forgiven.
     IF EXISTS (SELECT FROM runq.limit_debts) AND runq._counts_are_fresh() THEN
-        DELETE FROM runq.limit_debts AS d
-         WHERE runq._limit_of(d.scope, d.key) IS NULL
-            OR runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
-               <= runq._limit_of(d.scope, d.key);
+        -- One statement, so one snapshot decides both.
+        WITH owed AS (
+            SELECT d.scope, d.key, d.debt,
+                   runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
+                   - runq._limit_of(d.scope, d.key) AS now_owed
+              FROM runq.limit_debts AS d
+        ), forgiven AS (
+            DELETE FROM runq.limit_debts AS d
+             USING owed AS o
+             WHERE d.scope = o.scope AND d.key = o.key AND coalesce(o.now_owed, 0) <= 0
+        )
         UPDATE runq.limit_debts AS d
-           SET debt = runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
-                      - runq._limit_of(d.scope, d.key)
-         WHERE runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
-               - runq._limit_of(d.scope, d.key) < d.debt;
+           SET debt = o.now_owed
+          FROM owed AS o
+         WHERE d.scope = o.scope AND d.key = o.key AND o.now_owed > 0 AND o.now_owed < d.debt;
     END IF;
 END
 $$;
 
--- BEFORE INSERT, and BEFORE UPDATE OF status into 'queued': decides parked.
--- A run coming back from running (a release, a requeue) still holds its slot:
--- it is parked only under a pause, or to pay a lowered limit's debt. Any
--- other run entering the queue must be admitted.
+-- BEFORE INSERT: a new run is admitted or parked before it is written.
 CREATE FUNCTION runq._park_on_entry()
     RETURNS trigger
     LANGUAGE plpgsql
@@ -6405,64 +6482,112 @@ CREATE FUNCTION runq._park_on_entry()
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.status = 'running' THEN
-        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
-        NEW.parked := runq._paused(NEW.priority, NEW.kind, NEW.tenant_id)
-                      OR (EXISTS (SELECT FROM runq.limit_debts)
-                          AND runq._pay_debt(NEW.tenant_id, NEW.kind));
-    ELSE
-        -- ready_at is a generated column: not computed yet before the row is.
-        NEW.parked := NOT runq._admissible(NEW.tenant_id, NEW.kind, NEW.priority,
-                                           coalesce(NEW.scheduled_for, NEW.created_at), true);
-    END IF;
+    -- ready_at is a generated column: not computed yet before the row is.
+    NEW.parked := NOT runq._admissible(NEW.tenant_id, NEW.kind, NEW.priority,
+                                       coalesce(NEW.scheduled_for, NEW.created_at), false);
     RETURN NEW;
 END
 $$;
 
--- AFTER UPDATE OF status out of a slot (running, or admitted and queued, to
--- anything but those): the slot goes to the oldest due parked run of the same
--- limited key whose other key is the same or unlimited, so no count changes
--- and nothing needs a lock; a lowered limit's debt is paid first. Other
--- parked runs of the key are left to an admission that counts, tried here.
-CREATE FUNCTION runq._hand_on_slot()
-    RETURNS trigger
+-- A run put back into 'queued' from another status: parks it if it may not
+-- stay admitted, in a second update of the row (in the same transaction, so
+-- no claim sees it between the two). Called by the functions that requeue,
+-- right after their update. A run coming back from running (a release, a
+-- requeue: from_running) keeps its slot: it is parked only under a pause, or
+-- to pay a lowered limit's debt. A run coming back from waiting_for_user or
+-- failed needs admitting. Returns true.
+CREATE FUNCTION runq._requeued(run_id bigint, from_running boolean)
+    RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
+DECLARE
+    v_run   record;
+    v_park  boolean;
+BEGIN
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) AND NOT EXISTS (SELECT FROM runq.pause_settings) THEN
+        RETURN true;
+    END IF;
+    SELECT r.tenant_id::text AS tenant_id, r.kind::text AS kind, r.priority::integer AS priority,
+           r.ready_at, r.parked
+      INTO v_run
+      FROM runq.runs AS r
+     WHERE r.run_id = _requeued.run_id AND r.status = 'queued';
+    IF NOT FOUND THEN
+        RETURN true;
+    END IF;
+    IF from_running THEN
+        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+        v_park := runq._paused(v_run.priority, v_run.kind, v_run.tenant_id)
+                  OR (EXISTS (SELECT FROM runq.limit_debts)
+                      AND runq._pay_debt(v_run.tenant_id, v_run.kind));
+    ELSE
+        v_park := NOT runq._admissible(v_run.tenant_id, v_run.kind, v_run.priority, v_run.ready_at,
+                                       NOT v_run.parked);
+    END IF;
+    IF v_park IS DISTINCT FROM v_run.parked THEN
+        UPDATE runq.runs AS r SET parked = v_park WHERE r.run_id = _requeued.run_id;
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- A run that left its slot (running, or admitted and queued, to anything
+-- but those), called by the function that moved it, right after its update
+-- and only when a limit is set: the slot goes to the oldest due parked
+-- run of the same limited key whose other key is the same or unlimited, so
+-- no count changes and no key's lock is needed; a lowered limit's debt is
+-- paid first. Parked runs that need a count are left to the sweep.
+CREATE FUNCTION runq._slot_left(tenant_id text, kind text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
 DECLARE
     v_tenant_limit  bigint;
     v_kind_limit    bigint;
     v_next          bigint;
 BEGIN
-    -- The common ends first: no limit, or no parked run to hand the slot to.
-    -- One statement for both limits and the probe: each costs a plan run.
-    SELECT runq._limit_of('tenant', OLD.tenant_id), runq._limit_of('kind', OLD.kind)
-      INTO v_tenant_limit, v_kind_limit;
-    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
-        RETURN NULL;
+    -- The common ends first: no limit at all, no limit on this run's keys,
+    -- or no parked run to hand the slot to.
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) THEN
+        RETURN true;
     END IF;
-    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(OLD.tenant_id, OLD.kind) THEN
-        RETURN NULL;
+    v_tenant_limit := runq._limit_of('tenant', _slot_left.tenant_id);
+    v_kind_limit := runq._limit_of('kind', _slot_left.kind);
+    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
+        RETURN true;
+    END IF;
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(_slot_left.tenant_id, _slot_left.kind) THEN
+        RETURN true;
     END IF;
     -- Only a limited key's parked runs can want this slot. (Under a snapshot
     -- held for long, each probe steps over the entries its key's admissions
     -- left behind since: the reason to probe no key that has no limit.)
     IF NOT (v_tenant_limit IS NOT NULL
             AND EXISTS (SELECT FROM runq.runs AS r
-                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id))
+                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = _slot_left.tenant_id))
        AND NOT (v_kind_limit IS NOT NULL
                 AND EXISTS (SELECT FROM runq.runs AS r
-                             WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind)) THEN
-        RETURN NULL;
+                             WHERE r.parked AND r.status = 'queued' AND r.kind = _slot_left.kind)) THEN
+        RETURN true;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    -- Tried, not waited for: this runs with the ended run's row locked, and a
+    -- pause waiting for the lock may be waiting for that row too. Busy: the
+    -- slot stays free for the next claim's swap or the sweep.
+    IF NOT pg_try_advisory_xact_lock_shared(runq._settings_lock()) THEN
+        RETURN true;
+    END IF;
     IF v_tenant_limit IS NOT NULL THEN
         SELECT r.run_id INTO v_next
           FROM runq.runs AS r
          WHERE r.parked AND r.status = 'queued'
-           AND r.tenant_id = OLD.tenant_id
-           AND (r.kind = OLD.kind OR runq._limit_of('kind', r.kind) IS NULL)
+           AND r.tenant_id = _slot_left.tenant_id
+           AND (r.kind = _slot_left.kind OR runq._limit_of('kind', r.kind) IS NULL)
            AND r.ready_at <= clock_timestamp()
            AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
          ORDER BY r.priority, r.ready_at, r.run_id
@@ -6472,34 +6597,34 @@ BEGIN
         SELECT r.run_id INTO v_next
           FROM runq.runs AS r
          WHERE r.parked AND r.status = 'queued'
-           AND r.kind = OLD.kind
-           AND (r.tenant_id = OLD.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
+           AND r.kind = _slot_left.kind
+           AND (r.tenant_id = _slot_left.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
            AND r.ready_at <= clock_timestamp()
            AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
          ORDER BY r.priority, r.ready_at, r.run_id
          LIMIT 1
            FOR UPDATE SKIP LOCKED;
     END IF;
+    -- No count here, ever: the rows of one statement (complete_many, a sweep)
+    -- are all updated before the first of them gets here, so a count would
+    -- see the slots the later rows are about to hand on, and give them twice.
+    -- Parked runs that need a count of their other key wait for the sweep.
     IF v_next IS NOT NULL THEN
         UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
          WHERE r.run_id = v_next;
         PERFORM pg_notify('runq', '');
-    ELSE
-        -- Parked runs that need a count of their other key.
-        PERFORM runq._admit_parked('tenant', OLD.tenant_id, false)
-          WHERE v_tenant_limit IS NOT NULL;
-        PERFORM runq._admit_parked('kind', OLD.kind, false)
-          WHERE v_kind_limit IS NOT NULL;
     END IF;
-    RETURN NULL;
+    RETURN true;
 END
 $$;
 
 REVOKE ALL ON FUNCTION runq._limit_of(text, text), runq._taken(text, text, bigint), runq._counts_are_fresh(),
-    runq._paused(integer, text, text), runq._settings_lock(), runq._key_lock(text, text),
+    runq._paused(integer, text, text), runq._settings_lock(), runq._lock_settings(),
+    runq._key_lock(text, text),
     runq._pay_debt(text, text), runq._admissible(text, text, integer, timestamptz, boolean),
     runq._admit_parked(text, text, boolean), runq._room_tried(text, text),
-    runq._rebalance(boolean), runq._park_on_entry(), runq._hand_on_slot()
+    runq._rebalance(boolean), runq._park_on_entry(), runq._requeued(bigint, boolean),
+    runq._slot_left(text, text)
     FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._limit_of(text, text) IS
@@ -6512,6 +6637,8 @@ COMMENT ON FUNCTION runq._counts_are_fresh() IS
     'Whether a count taken after a lock sees every commit before it: under READ COMMITTED only.';
 COMMENT ON FUNCTION runq._settings_lock() IS
     'The advisory lock key of the limits and pauses: shared by admissions, exclusive for set_limit, pause and resume.';
+COMMENT ON FUNCTION runq._lock_settings() IS
+    'Takes the settings lock exclusive by trying for up to 2 s, never queueing; 55P03 after.';
 COMMENT ON FUNCTION runq._key_lock(text, text) IS
     'The advisory lock key of one tenant or kind, held by whoever counts it to admit a run.';
 COMMENT ON FUNCTION runq._pay_debt(text, text) IS
@@ -6525,9 +6652,11 @@ COMMENT ON FUNCTION runq._room_tried(text, text) IS
 COMMENT ON FUNCTION runq._rebalance(boolean) IS
     'Admits parked runs whose keys have room and settles debts; thorough also frees runs no limit or pause holds.';
 COMMENT ON FUNCTION runq._park_on_entry() IS
-    'Trigger: decides whether a run entering the queue is admitted or parked.';
-COMMENT ON FUNCTION runq._hand_on_slot() IS
-    'Trigger: hands the slot of a run leaving it to the oldest parked run that needs only that slot.';
+    'Trigger: decides whether a new run is admitted or parked.';
+COMMENT ON FUNCTION runq._requeued(bigint, boolean) IS
+    'Parks a run just put back into the queue if it may not stay admitted (a pause, a debt, a key without room); true.';
+COMMENT ON FUNCTION runq._slot_left(text, text) IS
+    'Hands the slot a run of this tenant and kind just left to the oldest parked run that needs only that slot; true.';
 
 COMMIT;
 
@@ -6535,7 +6664,7 @@ COMMIT;
 
 -- Deploy runq:trigger_runs_admission to pg
 -- requires: admission
--- Locks: SHARE ROW EXCLUSIVE on runq.runs for three catalog updates, waiting at most 2 s for it.
+-- Locks: SHARE ROW EXCLUSIVE on runq.runs for a catalog update, waiting at most 2 s for it.
 
 BEGIN;
 
@@ -6544,21 +6673,11 @@ BEGIN;
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
--- Every way into the queue and out of a slot passes here, whichever function
--- wrote it (deploy/admission.sql says why). The claim (queued to running) and
--- the heartbeat (no status in its SET list) fire none of them.
+-- Every new run is admitted or parked here, whichever function inserts it
+-- (deploy/admission.sql says why). No trigger on UPDATE: the functions that
+-- move runs call runq._slot_left and runq._requeued themselves.
 CREATE TRIGGER runs_admit_new BEFORE INSERT ON runq.runs
-    FOR EACH ROW WHEN (NEW.status = 'queued')
-    EXECUTE FUNCTION runq._park_on_entry();
-
-CREATE TRIGGER runs_admit_requeued BEFORE UPDATE OF status ON runq.runs
-    FOR EACH ROW WHEN (OLD.status <> 'queued' AND NEW.status = 'queued')
-    EXECUTE FUNCTION runq._park_on_entry();
-
-CREATE TRIGGER runs_hand_on_slot AFTER UPDATE OF status ON runq.runs
-    FOR EACH ROW WHEN (OLD.status IN ('queued', 'running') AND NOT OLD.parked
-                       AND NEW.status NOT IN ('queued', 'running'))
-    EXECUTE FUNCTION runq._hand_on_slot();
+    FOR EACH ROW EXECUTE FUNCTION runq._park_on_entry();
 
 COMMIT;
 
@@ -6595,7 +6714,7 @@ BEGIN
        AND runq._check_identifier('key', set_limit.key, true)
        AND (set_limit.max_running IS NULL OR runq._check_count('max_running', set_limit.max_running)) THEN
     END IF;
-    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+    PERFORM runq._lock_settings();
 
     IF set_limit.max_running IS NULL THEN
         DELETE FROM runq.limit_settings AS l
@@ -6637,18 +6756,30 @@ BEGIN
          WHERE set_limit.key IS NOT NULL
             OR NOT EXISTS (SELECT FROM runq.limit_settings AS o
                             WHERE o.scope = set_limit.scope AND o.key = a.key)
-    ), parked AS (
-        UPDATE runq.runs AS r
-           SET parked = true, updated_at = clock_timestamp()
-          FROM ranked AS x
-         WHERE r.run_id = x.run_id AND x.status = 'queued' AND x.n > x.max_running
     )
-    INSERT INTO runq.limit_debts AS d (scope, key, debt)
-    SELECT set_limit.scope, x.key, count(*) - min(x.max_running)
+    -- The row's state is tested again here: a run a claim took meanwhile is
+    -- running now, and keeps its slot.
+    UPDATE runq.runs AS r
+       SET parked = true, updated_at = clock_timestamp()
       FROM ranked AS x
-     WHERE x.status = 'running' AND x.max_running IS NOT NULL
-     GROUP BY x.key
-    HAVING count(*) > min(x.max_running)
+     WHERE r.run_id = x.run_id AND x.status = 'queued' AND x.n > x.max_running
+       AND r.status = 'queued' AND NOT r.parked;
+
+    -- The debts, from a count taken after the parking, in a statement of its
+    -- own: by how much each key's running runs exceed its limit. (Over its
+    -- limit a key has no admitted queued run left, so its running runs are
+    -- all it counts; a claim meanwhile only turned admitted into running.)
+    INSERT INTO runq.limit_debts AS d (scope, key, debt)
+    SELECT set_limit.scope, x.key, x.running - x.max_running
+      FROM (SELECT k.key, count(*) AS running,
+                   runq._limit_of(set_limit.scope, k.key) AS max_running
+              FROM runq.runs AS r
+             CROSS JOIN LATERAL (SELECT CASE set_limit.scope WHEN 'tenant' THEN r.tenant_id::text
+                                                             ELSE r.kind::text END) AS k (key)
+             WHERE r.status = 'running' AND r.lease IS NOT NULL
+               AND (set_limit.key IS NULL OR k.key = set_limit.key)
+             GROUP BY k.key) AS x
+     WHERE x.running > x.max_running
         ON CONFLICT (scope, key) DO UPDATE SET debt = EXCLUDED.debt;
 
     -- A key with no run over its limit owes nothing; one with room admits.
@@ -6733,7 +6864,7 @@ BEGIN
        AND runq._check_identifier('key', pause.key)
        AND (pause.scope <> 'class' OR runq._check_class_key('key', pause.key)) THEN
     END IF;
-    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+    PERFORM runq._lock_settings();
 
     INSERT INTO runq.pause_settings (scope, key, reason, paused_at)
     VALUES (pause.scope, pause.key, pause.reason, v_now)
@@ -6798,7 +6929,7 @@ BEGIN
        AND runq._check_identifier('key', resume.key)
        AND (resume.scope <> 'class' OR runq._check_class_key('key', resume.key)) THEN
     END IF;
-    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+    PERFORM runq._lock_settings();
 
     DELETE FROM runq.pause_settings AS p
      WHERE p.scope = resume.scope AND p.key = resume.key;
@@ -6938,14 +7069,23 @@ DECLARE
     v_in        record;
     v_out       bigint;
     v_admitted  integer := 0;
+    v_visited   integer;
 BEGIN
-    IF NOT runq._counts_are_fresh() THEN
+    -- Nothing to swap without a limit; nothing counted right under an older
+    -- snapshot; and the settings lock only tried: this claim holds the rows
+    -- it took, which a pause waiting for the lock may be waiting for.
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) OR NOT runq._counts_are_fresh()
+       OR NOT pg_try_advisory_xact_lock_shared(runq._settings_lock()) THEN
         RETURN 0;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
     FOR v_class IN SELECT DISTINCT c FROM unnest(classes) AS c ORDER BY c LOOP
         v_tenant := NULL;
+        v_visited := 0;
         LOOP
+            -- At most 50 tenants a class: an idle claim stays cheap however
+            -- many tenants sit at their limits; the sweep sees the rest.
+            v_visited := v_visited + 1;
+            EXIT WHEN v_visited > 50;
             SELECT r.tenant_id::text INTO v_tenant
               FROM runq.runs AS r
              WHERE r.status = 'queued' AND r.parked AND r.priority = v_class
@@ -7226,8 +7366,10 @@ BEGIN
     -- below its limit may have its slots held by admitted runs this claim
     -- does not take (another class or kind); runq._swap_in parks those and
     -- admits these, and the claim looks once more. A full claim never asks.
-    EXIT WHEN v_wanted = 0 OR v_tried
-           OR NOT EXISTS (SELECT FROM runq.runs AS r
+    -- Two EXITs: an expression with a subquery is run as a query, where a
+    -- plain one is evaluated in place; a full claim pays only the first.
+    EXIT WHEN v_wanted = 0 OR v_tried;
+    EXIT WHEN NOT EXISTS (SELECT FROM runq.runs AS r
                            WHERE r.status = 'queued' AND r.parked
                              AND r.priority = ANY (claim.classes));
     v_tried := true;
@@ -7272,7 +7414,8 @@ SET LOCAL statement_timeout = '10s';
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 --
 -- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
--- of the admissions (deploy/admission.sql).
+-- of the admissions (deploy/admission.sql), and an admitted run it expires
+-- hands its slot on.
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -7326,13 +7469,19 @@ BEGIN
                    finished_at = v_now, updated_at = v_now
              -- an array, not a join, so no plan can hash all of runs
              WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
-            RETURNING r.run_id, r.lease_epoch, r.failure
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.parked
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
             SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
               FROM expired AS x
         )
-        SELECT x.run_id, 'expired'::text FROM expired AS x ORDER BY x.run_id;
+        -- An expired run that was admitted leaves its slot to the next when
+        -- a limit is set (runq._slot_left).
+        SELECT x.run_id, 'expired'::text
+          FROM expired AS x
+         WHERE x.parked OR NOT EXISTS (SELECT FROM runq.limit_settings)
+            OR runq._slot_left(x.tenant_id, x.kind)
+         ORDER BY x.run_id;
     END IF;
 
     -- What the admissions of the moment could not do: a run now due under a
@@ -7348,5 +7497,778 @@ GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
 COMMENT ON FUNCTION runq.sweep(integer) IS
 $c$Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
 Raises 22023 (max_runs NULL or below 1).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_complete.sql ====
+
+-- Deploy runq:function_complete to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: admission
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers. One statement: the fenced update to 'succeeded' and its
+-- event. Applies even when cancel was requested: the work is done, and the
+-- log should say so. Raises RQ003; returns false when fenced.
+--
+-- Reworked after v0.1.3: a run that leaves its slot hands it on when a
+-- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
+BEGIN
+    WITH done AS (
+        UPDATE runq.runs AS r
+           SET status = 'succeeded', result = complete.result,
+               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+         WHERE r.run_id = complete.run_id
+           AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
+    )
+    -- The run's slot is handed on when a limit is set (runq._slot_left); the
+    -- probe of runq.limit_settings is run once, and is all a queue without
+    -- limits pays.
+    SELECT true INTO v_done
+      FROM done AS d
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(d.tenant_id, d.kind);
+    IF v_done THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(complete.run_id, complete.epoch, 'complete', false);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.complete(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.complete(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.complete(bigint, bigint, jsonb) IS
+$c$Mark a run this worker holds under epoch succeeded, with an optional result. Returns true, or false when fenced (the run is no longer running under this epoch; nothing changes but one run.fenced event).
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_complete_many.sql ====
+
+-- Deploy runq:function_complete_many to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: function__answer_batch
+-- requires: admission
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Several completions of a worker in one round trip and one statement: each
+-- element is runq.complete's fenced update and its run.succeeded event, and
+-- runq._answer_batch answers the elements as runq.complete would. unnest pads
+-- a NULL results with NULLs: a NULL result for each run, as complete's default.
+--
+-- Reworked after v0.1.3: runs that leave their slots hand them on when a
+-- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, completed boolean)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+    v_done bigint[];
+BEGIN
+    WITH done AS (
+        UPDATE runq.runs AS r
+           SET status = 'succeeded', result = c.result,
+               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+          FROM unnest(complete_many.run_ids, complete_many.epochs, complete_many.results)
+                   AS c(run_id, epoch, result)
+         WHERE r.run_id = c.run_id
+           AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
+    )
+    -- Each run's slot is handed on when a limit is set (runq._slot_left), one
+    -- run after the other: a hand-on counts nothing, so the rows of one
+    -- statement cannot give one slot twice.
+    SELECT array_agg(d.run_id) INTO v_done
+      FROM done AS d
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(d.tenant_id, d.kind);
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
+                                           complete_many.results, v_done, 'complete', false) AS a;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) IS
+$c$runq.complete for many runs in one statement: the run run_ids[i] under epochs[i] succeeds with results[i] (NULL results: a NULL result for each), one row per element in the order given. completed is what runq.complete would return for it: true, or false when that run is fenced (one run.fenced event).
+Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_fail.sql ====
+
+-- Deploy runq:function_fail to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: admission
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers for a permanent failure: the run goes to the dead letter
+-- at once and the queue never retries it. The stored failure always has code,
+-- message (the code when absent), attempt, epoch and at.
+-- Raises 22023 (failure not an object with a string code), RQ003.
+--
+-- Reworked after v0.1.3: a run that leaves its slot hands it on when a
+-- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
+BEGIN
+    IF fail.failure IS NULL OR jsonb_typeof(fail.failure) <> 'object'
+       OR jsonb_typeof(fail.failure -> 'code') IS DISTINCT FROM 'string'
+       OR jsonb_typeof(fail.failure -> 'message') NOT IN ('string', 'null') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('failure must be a jsonb object with a string code (and a string message, if any), got %s',
+                             coalesce(left(fail.failure::text, 200), 'NULL'));
+    END IF;
+
+    WITH failed AS (
+        UPDATE runq.runs AS r
+           SET status = 'failed',
+               failure = fail.failure
+                         || jsonb_build_object(
+                                'message', coalesce(fail.failure ->> 'message', fail.failure ->> 'code'),
+                                'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
+               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+         WHERE r.run_id = fail.run_id
+           AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
+        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+          FROM failed AS f
+    )
+    -- The run's slot is handed on when a limit is set (runq._slot_left).
+    SELECT true INTO v_done
+      FROM failed AS f
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind);
+    IF v_done THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(fail.run_id, fail.epoch, 'fail', false);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.fail(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.fail(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.fail(bigint, bigint, jsonb) IS
+$c$Fail a run this worker holds under epoch, permanently: it goes to the dead letter (status failed) and is never retried by the queue; runq.redrive brings it back. failure is an object with a string code and optionally a message; attempt, epoch and at are added. Returns true, or false when fenced.
+Raises 22023 (NULL run_id or epoch, a failure that is not an object with a string code), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_ask_user.sql ====
+
+-- Deploy runq:function_ask_user to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: admission
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers. The run waits for the user: its lease ends, and it keeps
+-- its session's one active slot, so the user's answer (a submit to that
+-- session, or runq.deliver_input) resumes this run rather than starting one.
+-- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
+--
+-- Reworked after v0.1.3: a run that leaves its slot hands it on when a
+-- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('question', ask_user.question) THEN
+    END IF;
+
+    WITH asked AS (
+        UPDATE runq.runs AS r
+           SET status = 'waiting_for_user', question = ask_user.question,
+               lease_expires_at = NULL, updated_at = v_now
+         WHERE r.run_id = ask_user.run_id
+           AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
+           AND NOT r.cancel_requested
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
+               jsonb_build_object('question', ask_user.question), v_now
+          FROM asked AS a
+    )
+    -- The run's slot is handed on when a limit is set (runq._slot_left).
+    SELECT true INTO v_done
+      FROM asked AS a
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(a.tenant_id, a.kind);
+    IF v_done THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(ask_user.run_id, ask_user.epoch, 'ask_user', true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.ask_user(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.ask_user(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.ask_user(bigint, bigint, jsonb) IS
+$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_cancel.sql ====
+
+-- Deploy runq:function_cancel to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: role_runq_client
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: admission
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters and operators. Locks the run. A queued or waiting run
+-- is cancelled at once; a running one gets the durable cancel flag, which the
+-- worker's next heartbeat (or other fenced write) turns into 'cancelled' — the
+-- queue cannot interrupt a worker on another machine. Raises RQ003.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+--
+-- Reworked after v0.1.3: an admitted queued run it cancels hands its slot on
+-- when a concurrency limit is set (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL)
+    RETURNS text
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_flagged boolean;
+    v_epoch   bigint;
+    v_parked  boolean;
+BEGIN
+    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked
+      INTO v_status, v_flagged, v_epoch, v_parked
+      FROM runq.runs AS r
+     WHERE r.run_id = cancel.run_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(cancel.run_id);
+    END IF;
+
+    IF v_status IN ('queued', 'waiting_for_user') THEN
+        UPDATE runq.runs AS r
+           SET status = 'cancelled', question = NULL, finished_at = v_now, updated_at = v_now
+         WHERE r.run_id = cancel.run_id;
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        VALUES (cancel.run_id, v_epoch, 'run.cancelled',
+                jsonb_strip_nulls(jsonb_build_object('reason', cancel.reason,
+                                                     'previous_status', v_status)),
+                v_now);
+        -- An admitted queued run leaves its slot (a waiting one holds none).
+        PERFORM runq._slot_left(r.tenant_id, r.kind)
+           FROM runq.runs AS r
+          WHERE r.run_id = cancel.run_id AND v_status = 'queued' AND NOT v_parked
+            AND EXISTS (SELECT FROM runq.limit_settings);
+        RETURN 'cancelled';
+    ELSIF v_status = 'running' THEN
+        IF NOT v_flagged THEN
+            UPDATE runq.runs AS r
+               SET cancel_requested = true, updated_at = v_now
+             WHERE r.run_id = cancel.run_id;
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            VALUES (cancel.run_id, v_epoch, 'run.cancel_requested',
+                    jsonb_strip_nulls(jsonb_build_object('reason', cancel.reason)), v_now);
+        END IF;
+        RETURN 'cancel_requested';
+    END IF;
+    RETURN 'already_terminal';
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.cancel(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.cancel(bigint, text) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.cancel(bigint, text) IS
+$c$Cancel a run. Returns cancelled (it was queued or waiting_for_user), cancel_requested (it is running: the worker's next heartbeat returns false and the run becomes cancelled then) or already_terminal (nothing changed).
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function__refuse.sql ====
+
+-- Deploy runq:function__refuse to pg
+-- requires: table_runs
+-- requires: index_run_events_fenced
+-- requires: function__resolve_tool_calls
+-- requires: argument_checks
+-- requires: admission
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The slow path of every worker write whose fenced statement matched no row.
+-- Why it matched nothing decides the answer:
+--   * no such run                      -> RQ003 (only a run that exists can fence);
+--   * ours, but cancel was requested   -> the run becomes cancelled now, in this
+--     (when the write honours cancel)     statement's transaction; false;
+--   * an epoch the run never had (negative, or above its lease_epoch: no
+--     claim has issued it yet) -> false and no event: a run.fenced there
+--     would come before that epoch's run.claimed, and would take the place
+--     (ON CONFLICT) of the real fencing of that epoch's worker later;
+--   * anything else (an older epoch, or not running) -> one run.fenced per run
+--     and stale epoch; false. The run itself is not touched.
+-- Epochs only grow and a run never returns to 'running' under an old epoch, so
+-- the state read here cannot turn back into a match.
+--
+-- Reworked for v0.2: before, a negative epoch raised 23514 (runq.epoch's
+-- check, on the event) and an epoch above the current one was logged.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, a NULL epoch by runq._bad_argument.
+--
+-- Reworked after v0.1.3: a run it cancels hands its slot on when a
+-- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_epoch   bigint;
+    v_cancel  boolean;
+BEGIN
+    -- A NULL id or epoch matched nothing in the caller's fence; say why here,
+    -- off the hot path.
+    IF _refuse.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
+    END IF;
+    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
+      INTO v_status, v_epoch, v_cancel
+      FROM runq.runs AS r
+     WHERE r.run_id = _refuse.run_id;
+    IF NOT FOUND THEN
+        PERFORM runq._run_not_found(_refuse.run_id);
+    END IF;
+
+    IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        WITH cancelled AS (
+            UPDATE runq.runs AS r
+               SET status = 'cancelled', lease_expires_at = NULL,
+                   finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = _refuse.run_id
+               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+               AND r.cancel_requested
+            RETURNING r.run_id, r.lease_epoch
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, c.lease_epoch, 'run.cancelled',
+               jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation), v_now
+          FROM cancelled AS c;
+        IF FOUND THEN
+            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
+            RETURN false;
+        END IF;
+    END IF;
+
+    -- Running under the very epoch the fence missed: that epoch was issued
+    -- after the fence ran (a forged epoch a claim has just reached), so it was
+    -- one the run never had then. Its worker's own fencing, later, logs it.
+    IF _refuse.epoch NOT BETWEEN 0 AND v_epoch
+       OR (v_status = 'running' AND v_epoch = _refuse.epoch) THEN
+        RETURN false;
+    END IF;
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (_refuse.run_id, _refuse.epoch, 'run.fenced',
+            jsonb_build_object('operation', operation, 'current_epoch', v_epoch,
+                               'status', v_status),
+            v_now)
+    ON CONFLICT (run_id, epoch) WHERE type = 'run.fenced' DO NOTHING;
+    RETURN false;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
+    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+
+COMMIT;
+
+-- ==== deploy/function__expire_leases.sql ====
+
+-- Deploy runq:function__expire_leases to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: function__backoff
+-- requires: function__resolve_tool_calls
+-- requires: admission
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The lease-expiry path, shared by runq.sweep (leases found expired) and
+-- runq.release (a lease given back: released => true). The caller has locked
+-- the runs, which are 'running'. For each run, in this order:
+--   1. cancel requested                      -> cancelled
+--   2. attempts used up (not on release)     -> failed, max_attempts_exceeded
+--   3. policy 'fail'                         -> failed, orphaned
+--   4. policy 'zero_work': no turn, no tool call and inside queue_ttl
+--                                            -> requeued at once; else orphaned
+--   5. policy 'resume'                       -> requeued; the sweep backs off
+--                                               least(cap, base * 2^(attempts-1)),
+--                                               a release does not
+-- A release gives back the attempt its claim took. Tool calls the dead epoch
+-- left 'started' are resolved first, whatever the outcome.
+--
+-- Reworked after v0.1.3: the runs it moves call the admission functions
+-- when limits or pauses are set (deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
+    RETURNS TABLE(run_id bigint, action text)
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM runq._resolve_tool_calls(_expire_leases.run_ids, _expire_leases.at);
+
+    RETURN QUERY
+    WITH decided AS (
+        SELECT r.run_id,
+               CASE WHEN r.cancel_requested THEN 'cancelled'
+                    WHEN NOT released AND r.attempts >= r.max_attempts THEN 'dead_lettered'
+                    WHEN r.recovery_policy = 'fail' THEN 'orphaned'
+                    WHEN r.recovery_policy = 'zero_work'
+                         AND (r.turns > 0 OR r.tools_begun > 0
+                              OR r.expires_at <= _expire_leases.at) THEN 'orphaned'
+                    ELSE 'requeued'
+               END AS action
+          FROM runq.runs AS r
+         WHERE r.run_id = ANY (_expire_leases.run_ids)
+           AND r.status = 'running'
+    ), applied AS (
+        UPDATE runq.runs AS r
+           SET status = CASE d.action WHEN 'requeued' THEN 'queued'
+                                      WHEN 'cancelled' THEN 'cancelled'
+                                      ELSE 'failed' END,
+               attempts = r.attempts - CASE WHEN released THEN 1 ELSE 0 END,
+               scheduled_for = CASE
+                   WHEN d.action <> 'requeued' THEN r.scheduled_for
+                   WHEN NOT released AND r.recovery_policy = 'resume'
+                       THEN _expire_leases.at + runq._backoff(r.attempts)
+                   ELSE NULL END,
+               failure = CASE d.action
+                   WHEN 'dead_lettered' THEN jsonb_build_object(
+                       'code', 'max_attempts_exceeded',
+                       'message', format('lease expired on attempt %s of %s', r.attempts, r.max_attempts),
+                       'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', _expire_leases.at)
+                   WHEN 'orphaned' THEN jsonb_build_object(
+                       'code', 'orphaned',
+                       'message', format('lease %s with recovery policy %s%s',
+                                         CASE WHEN released THEN 'released' ELSE 'expired' END,
+                                         r.recovery_policy,
+                                         CASE WHEN r.recovery_policy = 'fail' THEN ''
+                                              WHEN r.turns > 0 OR r.tools_begun > 0
+                                                  THEN ' after the run did work'
+                                              ELSE ' past its queue_ttl' END),
+                       'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', _expire_leases.at)
+                   END,
+               finished_at = CASE WHEN d.action <> 'requeued' THEN _expire_leases.at END,
+               lease_expires_at = NULL,
+               updated_at = _expire_leases.at
+          FROM decided AS d
+         WHERE r.run_id = d.run_id
+        RETURNING r.run_id, r.lease_epoch, d.action, r.failure, r.scheduled_for
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT a.run_id, a.lease_epoch,
+               CASE a.action WHEN 'requeued' THEN 'run.requeued'
+                             WHEN 'cancelled' THEN 'run.cancelled'
+                             ELSE 'run.failed' END,
+               CASE a.action
+                   WHEN 'requeued' THEN jsonb_build_object(
+                       'reason', CASE WHEN released THEN 'released' ELSE 'lease_expired' END,
+                       'scheduled_for', a.scheduled_for)
+                   WHEN 'cancelled' THEN jsonb_build_object('reason', 'cancel_requested')
+                   ELSE a.failure END,
+               _expire_leases.at
+          FROM applied AS a
+         ORDER BY a.run_id
+    )
+    SELECT a.run_id, a.action FROM applied AS a ORDER BY a.run_id;
+
+    IF FOUND THEN
+        -- Wake idle workers for what just became claimable. One payload-less
+        -- notification per transaction: NOTIFY folds duplicates.
+        PERFORM pg_notify('runq', '');
+        -- With limits or pauses set (deploy/admission.sql): a requeued run
+        -- keeps its slot unless a pause or a lowered limit's debt parks it;
+        -- a run that ended leaves its slot to the next. The runs this call
+        -- updated are those it stamped with at.
+        IF EXISTS (SELECT FROM runq.limit_settings) OR EXISTS (SELECT FROM runq.pause_settings) THEN
+            PERFORM runq._requeued(r.run_id, true)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status = 'queued';
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status IN ('failed', 'cancelled');
+        END IF;
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._expire_leases(bigint[], boolean, timestamptz) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._expire_leases(bigint[], boolean, timestamptz) IS
+    'Internal: applies the lease-expiry rules to locked running runs; returns each run''s action.';
+
+COMMIT;
+
+-- ==== deploy/function__deliver_input.sql ====
+
+-- Deploy runq:function__deliver_input to pg
+-- requires: table_runs
+-- requires: table_inputs
+-- requires: table_run_events
+-- requires: admission
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Shared by runq.deliver_input and runq.submit's routing, with the run locked
+-- and known to be waiting_for_user: store the input, requeue the run with a
+-- fresh attempt budget, log it, wake a worker. The run keeps its created_at,
+-- so it goes to the front of its class: a user is waiting on it.
+--
+-- Reworked after v0.1.3: the run is admitted or parked when limits or
+-- pauses are set (runq._requeued, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamptz)
+    RETURNS void
+    LANGUAGE sql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH requeued AS (
+        UPDATE runq.runs AS r
+           SET status = 'queued', attempts = 0, question = NULL, updated_at = at
+         WHERE r.run_id = _deliver_input.run_id
+           AND r.status = 'waiting_for_user'
+        RETURNING r.run_id, r.lease_epoch
+    ), stored AS (
+        INSERT INTO runq.inputs (run_id, delivered_at, input)
+        SELECT q.run_id, at, _deliver_input.input FROM requeued AS q
+        RETURNING inputs.seq
+    )
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT q.run_id, q.lease_epoch, 'run.input_delivered',
+           jsonb_build_object('input', _deliver_input.input,
+                              'seq', (SELECT s.seq FROM stored AS s)), at
+      FROM requeued AS q;
+
+    -- Back in the queue from waiting_for_user, it needs admitting when limits
+    -- or pauses are set (deploy/admission.sql).
+    SELECT runq._requeued(_deliver_input.run_id, false);
+
+    SELECT pg_notify('runq', '');
+$$;
+
+REVOKE ALL ON FUNCTION runq._deliver_input(bigint, jsonb, timestamptz) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._deliver_input(bigint, jsonb, timestamptz) IS
+    'Internal: delivers input to a locked waiting_for_user run and requeues it.';
+
+COMMIT;
+
+-- ==== deploy/function_redrive.sql ====
+
+-- Deploy runq:function_redrive to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: index_runs_session_active
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: admission
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators to take a run out of the dead letter. Locks the run.
+-- The session rule still holds: the partial unique index refuses the requeue
+-- when the session has another active run, and that becomes RQ002.
+-- Raises RQ002, RQ003, RQ004 (not failed).
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+--
+-- Reworked after v0.1.3: the run is admitted or parked when limits or
+-- pauses are set (runq._requeued, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_status   text;
+    v_tenant   text;
+    v_session  text;
+    v_failure  jsonb;
+    v_active   bigint;
+BEGIN
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
+      INTO v_status, v_tenant, v_session, v_failure
+      FROM runq.runs AS r
+     WHERE r.run_id = redrive.run_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(redrive.run_id);
+    ELSIF v_status <> 'failed' THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
+            HINT = 'Only a run in the dead letter can be redriven.';
+    END IF;
+
+    BEGIN
+        UPDATE runq.runs AS r
+           SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
+               scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
+               -- a fresh queue_ttl window, or a run that expired would expire again
+               expires_at = v_now + r.queue_ttl
+         WHERE r.run_id = redrive.run_id;
+    EXCEPTION WHEN unique_violation THEN
+        SELECT r.run_id INTO v_active
+          FROM runq.runs AS r
+         WHERE r.tenant_id = v_tenant AND r.session_id = v_session
+           AND r.status IN ('queued', 'running', 'waiting_for_user');
+        RAISE EXCEPTION USING ERRCODE = 'RQ002',
+            MESSAGE = format('session %s of tenant %s already has active run %s',
+                             v_session, v_tenant, v_active),
+            DETAIL = format('Run %s holds the session''s one active slot.', v_active),
+            HINT = 'Redrive once that run has finished.';
+    END;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT r.run_id, r.lease_epoch, 'run.redriven',
+           jsonb_strip_nulls(jsonb_build_object('reason', redrive.reason,
+                                                'previous_failure', v_failure)),
+           v_now
+      FROM runq.runs AS r
+     WHERE r.run_id = redrive.run_id;
+    -- Back in the queue from the dead letter, it needs admitting when limits
+    -- or pauses are set (deploy/admission.sql).
+    PERFORM runq._requeued(redrive.run_id, false);
+    PERFORM pg_notify('runq', '');
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
+
+COMMENT ON FUNCTION runq.redrive(bigint, text) IS
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;

@@ -203,15 +203,28 @@ CREATE DOMAIN runq.tool_idempotency AS text
 
 COMMENT ON DOMAIN runq.tool_idempotency IS 'A tool''s declared idempotency class: what a dead lease makes of a call left started.';
 
-CREATE FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, wait boolean) RETURNS boolean
+CREATE FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, counted boolean) RETURNS boolean
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_tenant_limit  bigint;
     v_kind_limit    bigint;
+    v_self          integer := CASE WHEN counted THEN 1 ELSE 0 END;
 BEGIN
     PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    -- No limit and no pause anywhere: the submit of a queue that uses
+    -- neither pays these two probes of empty tables, and nothing else.
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) AND NOT EXISTS (SELECT FROM runq.pause_settings) THEN
+        RETURN true;
+    END IF;
+    IF NOT runq._counts_are_fresh() THEN
+        RAISE EXCEPTION USING ERRCODE = '25000',
+            MESSAGE = format('a run enters the queue under %s isolation while limits or pauses are set',
+                             current_setting('transaction_isolation')),
+            DETAIL = 'Its admission counts what other transactions committed, which an older snapshot does not see.',
+            HINT = 'Submit, deliver input and redrive under READ COMMITTED (the default).';
+    END IF;
     IF runq._paused(priority, kind, tenant_id) THEN
         RETURN false;
     END IF;
@@ -220,26 +233,18 @@ BEGIN
     IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
         RETURN true;
     END IF;
-    IF ready_at > clock_timestamp() OR NOT runq._counts_are_fresh() THEN
+    IF ready_at > clock_timestamp() THEN
         RETURN false;
     END IF;
     IF v_tenant_limit IS NOT NULL THEN
-        IF wait THEN
-            PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', tenant_id));
-        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('tenant', tenant_id)) THEN
-            RETURN false;
-        END IF;
-        IF runq._taken('tenant', tenant_id, v_tenant_limit) >= v_tenant_limit THEN
+        PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', tenant_id));
+        IF runq._taken('tenant', tenant_id, v_tenant_limit + v_self) >= v_tenant_limit + v_self THEN
             RETURN false;
         END IF;
     END IF;
     IF v_kind_limit IS NOT NULL THEN
-        IF wait THEN
-            PERFORM pg_advisory_xact_lock(runq._key_lock('kind', kind));
-        ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock('kind', kind)) THEN
-            RETURN false;
-        END IF;
-        IF runq._taken('kind', kind, v_kind_limit) >= v_kind_limit THEN
+        PERFORM pg_advisory_xact_lock(runq._key_lock('kind', kind));
+        IF runq._taken('kind', kind, v_kind_limit + v_self) >= v_kind_limit + v_self THEN
             RETURN false;
         END IF;
     END IF;
@@ -247,25 +252,33 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, wait boolean) IS 'Whether a run with these keys may be admitted now, holding the locks of its limited keys until commit.';
+COMMENT ON FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, counted boolean) IS 'Whether a run with these keys may be admitted now, holding the locks of its limited keys until commit.';
 
 CREATE FUNCTION runq._admit_parked(scope text, key text, wait boolean) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_limit     bigint := runq._limit_of(scope, key);
+    v_limit     bigint;
     v_room      bigint;
     v_admitted  integer := 0;
     v_run       record;
 BEGIN
-    IF v_limit IS NULL OR NOT runq._counts_are_fresh() THEN
+    IF NOT runq._counts_are_fresh() THEN
         RETURN 0;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+    -- The locks first (the settings lock only tried when not waiting: a
+    -- waiting pause would otherwise queue it behind every row lock held),
+    -- then the limit and the count, each in a statement of its own.
     IF wait THEN
+        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
         PERFORM pg_advisory_xact_lock(runq._key_lock(scope, key));
-    ELSIF NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
+    ELSIF NOT pg_try_advisory_xact_lock_shared(runq._settings_lock())
+          OR NOT pg_try_advisory_xact_lock(runq._key_lock(scope, key)) THEN
+        RETURN 0;
+    END IF;
+    v_limit := runq._limit_of(scope, key);
+    IF v_limit IS NULL THEN
         RETURN 0;
     END IF;
     v_room := v_limit - runq._taken(scope, key, v_limit);
@@ -281,7 +294,7 @@ BEGIN
            AND r.ready_at <= clock_timestamp()
            AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
          ORDER BY r.priority, r.ready_at, r.run_id
-         LIMIT v_room + 100
+         LIMIT v_room + 1000
            FOR UPDATE SKIP LOCKED
     LOOP
         -- The other key of this run: room there too, or the next run.
@@ -519,6 +532,10 @@ CREATE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamp wit
                               'seq', (SELECT s.seq FROM stored AS s)), at
       FROM requeued AS q;
 
+    -- Back in the queue from waiting_for_user, it needs admitting when limits
+    -- or pauses are set (deploy/admission.sql).
+    SELECT runq._requeued(_deliver_input.run_id, false);
+
     SELECT pg_notify('runq', '');
 $$;
 
@@ -600,82 +617,25 @@ BEGIN
         -- Wake idle workers for what just became claimable. One payload-less
         -- notification per transaction: NOTIFY folds duplicates.
         PERFORM pg_notify('runq', '');
+        -- With limits or pauses set (deploy/admission.sql): a requeued run
+        -- keeps its slot unless a pause or a lowered limit's debt parks it;
+        -- a run that ended leaves its slot to the next. The runs this call
+        -- updated are those it stamped with at.
+        IF EXISTS (SELECT FROM runq.limit_settings) OR EXISTS (SELECT FROM runq.pause_settings) THEN
+            PERFORM runq._requeued(r.run_id, true)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status = 'queued';
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status IN ('failed', 'cancelled');
+        END IF;
     END IF;
 END
 $$;
 
 COMMENT ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) IS 'Internal: applies the lease-expiry rules to locked running runs; returns each run''s action.';
-
-CREATE FUNCTION runq._hand_on_slot() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-DECLARE
-    v_tenant_limit  bigint;
-    v_kind_limit    bigint;
-    v_next          bigint;
-BEGIN
-    -- The common ends first: no limit, or no parked run to hand the slot to.
-    -- One statement for both limits and the probe: each costs a plan run.
-    SELECT runq._limit_of('tenant', OLD.tenant_id), runq._limit_of('kind', OLD.kind)
-      INTO v_tenant_limit, v_kind_limit;
-    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
-        RETURN NULL;
-    END IF;
-    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(OLD.tenant_id, OLD.kind) THEN
-        RETURN NULL;
-    END IF;
-    -- Only a limited key's parked runs can want this slot. (Under a snapshot
-    -- held for long, each probe steps over the entries its key's admissions
-    -- left behind since: the reason to probe no key that has no limit.)
-    IF NOT (v_tenant_limit IS NOT NULL
-            AND EXISTS (SELECT FROM runq.runs AS r
-                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = OLD.tenant_id))
-       AND NOT (v_kind_limit IS NOT NULL
-                AND EXISTS (SELECT FROM runq.runs AS r
-                             WHERE r.parked AND r.status = 'queued' AND r.kind = OLD.kind)) THEN
-        RETURN NULL;
-    END IF;
-    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
-    IF v_tenant_limit IS NOT NULL THEN
-        SELECT r.run_id INTO v_next
-          FROM runq.runs AS r
-         WHERE r.parked AND r.status = 'queued'
-           AND r.tenant_id = OLD.tenant_id
-           AND (r.kind = OLD.kind OR runq._limit_of('kind', r.kind) IS NULL)
-           AND r.ready_at <= clock_timestamp()
-           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
-         ORDER BY r.priority, r.ready_at, r.run_id
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED;
-    ELSE
-        SELECT r.run_id INTO v_next
-          FROM runq.runs AS r
-         WHERE r.parked AND r.status = 'queued'
-           AND r.kind = OLD.kind
-           AND (r.tenant_id = OLD.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
-           AND r.ready_at <= clock_timestamp()
-           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
-         ORDER BY r.priority, r.ready_at, r.run_id
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED;
-    END IF;
-    IF v_next IS NOT NULL THEN
-        UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
-         WHERE r.run_id = v_next;
-        PERFORM pg_notify('runq', '');
-    ELSE
-        -- Parked runs that need a count of their other key.
-        PERFORM runq._admit_parked('tenant', OLD.tenant_id, false)
-          WHERE v_tenant_limit IS NOT NULL;
-        PERFORM runq._admit_parked('kind', OLD.kind, false)
-          WHERE v_kind_limit IS NOT NULL;
-    END IF;
-    RETURN NULL;
-END
-$$;
-
-COMMENT ON FUNCTION runq._hand_on_slot() IS 'Trigger: hands the slot of a run leaving it to the oldest parked run that needs only that slot.';
 
 CREATE FUNCTION runq._inputs_after(run_id bigint, seq bigint) RETURNS jsonb
     LANGUAGE sql
@@ -693,56 +653,67 @@ CREATE FUNCTION runq._key_lock(scope text, key text) RETURNS bigint
 
 COMMENT ON FUNCTION runq._key_lock(scope text, key text) IS 'The advisory lock key of one tenant or kind, held by whoever counts it to admit a run.';
 
-CREATE TABLE runq.limit_settings (
-    scope text NOT NULL,
-    key text,
-    max_running bigint NOT NULL,
-    CONSTRAINT limit_settings_max_running_check CHECK ((max_running >= 1)),
-    CONSTRAINT limit_settings_scope_check CHECK ((scope = ANY (ARRAY['tenant'::text, 'kind'::text])))
-);
-
-COMMENT ON TABLE runq.limit_settings IS 'Concurrency limits per tenant or kind (key NULL: the default of the scope); written by runq.set_limit.';
-
 CREATE FUNCTION runq._limit_of(scope text, key text) RETURNS bigint
-    LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN (SELECT l.max_running FROM runq.limit_settings l WHERE ((l.scope = _limit_of.scope) AND ((l.key = _limit_of.key) OR (l.key IS NULL))) ORDER BY (l.key IS NULL) LIMIT 1);
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (SELECT l.max_running
+              FROM runq.limit_settings AS l
+             WHERE l.scope = _limit_of.scope
+               AND (l.key = _limit_of.key OR l.key IS NULL)
+             ORDER BY l.key IS NULL
+             LIMIT 1);
+END
+$$;
 
 COMMENT ON FUNCTION runq._limit_of(scope text, key text) IS 'The concurrency limit that applies to a tenant or kind: its own row, else the scope''s default; NULL when unlimited.';
+
+CREATE FUNCTION runq._lock_settings() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    FOR i IN 1..200 LOOP
+        IF pg_try_advisory_xact_lock(runq._settings_lock()) THEN
+            RETURN;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    RAISE EXCEPTION USING ERRCODE = '55P03',
+        MESSAGE = 'the limits and pauses stayed busy for 2 s',
+        DETAIL = 'A transaction that submitted or requeued a run, or changed a limit or a pause, is still open.',
+        HINT = 'Try again once it has ended.';
+END
+$$;
+
+COMMENT ON FUNCTION runq._lock_settings() IS 'Takes the settings lock exclusive by trying for up to 2 s, never queueing; 55P03 after.';
 
 CREATE FUNCTION runq._park_on_entry() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.status = 'running' THEN
-        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
-        NEW.parked := runq._paused(NEW.priority, NEW.kind, NEW.tenant_id)
-                      OR (EXISTS (SELECT FROM runq.limit_debts)
-                          AND runq._pay_debt(NEW.tenant_id, NEW.kind));
-    ELSE
-        -- ready_at is a generated column: not computed yet before the row is.
-        NEW.parked := NOT runq._admissible(NEW.tenant_id, NEW.kind, NEW.priority,
-                                           coalesce(NEW.scheduled_for, NEW.created_at), true);
-    END IF;
+    -- ready_at is a generated column: not computed yet before the row is.
+    NEW.parked := NOT runq._admissible(NEW.tenant_id, NEW.kind, NEW.priority,
+                                       coalesce(NEW.scheduled_for, NEW.created_at), false);
     RETURN NEW;
 END
 $$;
 
-COMMENT ON FUNCTION runq._park_on_entry() IS 'Trigger: decides whether a run entering the queue is admitted or parked.';
-
-CREATE TABLE runq.pause_settings (
-    scope text NOT NULL,
-    key text NOT NULL,
-    reason text,
-    paused_at timestamp with time zone NOT NULL,
-    CONSTRAINT pause_settings_scope_check CHECK ((scope = ANY (ARRAY['class'::text, 'kind'::text, 'tenant'::text, 'schedule'::text])))
-);
-
-COMMENT ON TABLE runq.pause_settings IS 'Paused classes, kinds, tenants and schedules; written by runq.pause and runq.resume.';
+COMMENT ON FUNCTION runq._park_on_entry() IS 'Trigger: decides whether a new run is admitted or parked.';
 
 CREATE FUNCTION runq._paused(priority integer, kind text, tenant_id text) RETURNS boolean
-    LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN (EXISTS (SELECT FROM runq.pause_settings p WHERE (((p.scope = 'class'::text) AND (p.key = (_paused.priority)::text)) OR ((p.scope = 'kind'::text) AND (p.key = _paused.kind)) OR ((p.scope = 'tenant'::text) AND (p.key = _paused.tenant_id)))));
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN EXISTS (SELECT FROM runq.pause_settings AS p
+                    WHERE (p.scope = 'class' AND p.key = _paused.priority::text)
+                       OR (p.scope = 'kind' AND p.key = _paused.kind)
+                       OR (p.scope = 'tenant' AND p.key = _paused.tenant_id));
+END
+$$;
 
 COMMENT ON FUNCTION runq._paused(priority integer, kind text, tenant_id text) IS 'Whether a pause holds a run of this class, kind and tenant.';
 
@@ -828,15 +799,21 @@ BEGIN
     -- A debt is what the running runs exceed their limit by; once the count
     -- says less, the rest is forgiven.
     IF EXISTS (SELECT FROM runq.limit_debts) AND runq._counts_are_fresh() THEN
-        DELETE FROM runq.limit_debts AS d
-         WHERE runq._limit_of(d.scope, d.key) IS NULL
-            OR runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
-               <= runq._limit_of(d.scope, d.key);
+        -- One statement, so one snapshot decides both.
+        WITH owed AS (
+            SELECT d.scope, d.key, d.debt,
+                   runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
+                   - runq._limit_of(d.scope, d.key) AS now_owed
+              FROM runq.limit_debts AS d
+        ), forgiven AS (
+            DELETE FROM runq.limit_debts AS d
+             USING owed AS o
+             WHERE d.scope = o.scope AND d.key = o.key AND coalesce(o.now_owed, 0) <= 0
+        )
         UPDATE runq.limit_debts AS d
-           SET debt = runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
-                      - runq._limit_of(d.scope, d.key)
-         WHERE runq._taken(d.scope, d.key, runq._limit_of(d.scope, d.key) + d.debt)
-               - runq._limit_of(d.scope, d.key) < d.debt;
+           SET debt = o.now_owed
+          FROM owed AS o
+         WHERE d.scope = o.scope AND d.key = o.key AND o.now_owed > 0 AND o.now_owed < d.debt;
     END IF;
 END
 $$;
@@ -883,6 +860,9 @@ BEGIN
           FROM cancelled AS c;
         IF FOUND THEN
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
             RETURN false;
         END IF;
     END IF;
@@ -918,6 +898,44 @@ $$;
 
 COMMENT ON FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) IS 'Internal: SHA-256 of a submit request, compared when an idempotency key is reused.';
 
+CREATE FUNCTION runq._requeued(run_id bigint, from_running boolean) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_run   record;
+    v_park  boolean;
+BEGIN
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) AND NOT EXISTS (SELECT FROM runq.pause_settings) THEN
+        RETURN true;
+    END IF;
+    SELECT r.tenant_id::text AS tenant_id, r.kind::text AS kind, r.priority::integer AS priority,
+           r.ready_at, r.parked
+      INTO v_run
+      FROM runq.runs AS r
+     WHERE r.run_id = _requeued.run_id AND r.status = 'queued';
+    IF NOT FOUND THEN
+        RETURN true;
+    END IF;
+    IF from_running THEN
+        PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+        v_park := runq._paused(v_run.priority, v_run.kind, v_run.tenant_id)
+                  OR (EXISTS (SELECT FROM runq.limit_debts)
+                      AND runq._pay_debt(v_run.tenant_id, v_run.kind));
+    ELSE
+        v_park := NOT runq._admissible(v_run.tenant_id, v_run.kind, v_run.priority, v_run.ready_at,
+                                       NOT v_run.parked);
+    END IF;
+    IF v_park IS DISTINCT FROM v_run.parked THEN
+        UPDATE runq.runs AS r SET parked = v_park WHERE r.run_id = _requeued.run_id;
+    END IF;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION runq._requeued(run_id bigint, from_running boolean) IS 'Parks a run just put back into the queue if it may not stay admitted (a pause, a debt, a key without room); true.';
+
 CREATE FUNCTION runq._resolve_tool_calls(run_ids bigint[], at timestamp with time zone) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -947,10 +965,16 @@ CREATE FUNCTION runq._room_tried(scope text, key text) RETURNS boolean
 DECLARE
     v_limit bigint := runq._limit_of(scope, key);
 BEGIN
-    RETURN v_limit IS NULL
-        OR (runq._counts_are_fresh()
-            AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))
-            AND runq._taken(scope, key, v_limit) < v_limit);
+    IF v_limit IS NULL THEN
+        RETURN true;
+    END IF;
+    -- The lock first, in a statement of its own, and the count after it:
+    -- counted in the same expression, the count would use a snapshot taken
+    -- before the lock, and miss an admission committed in between.
+    IF NOT (runq._counts_are_fresh() AND pg_try_advisory_xact_lock(runq._key_lock(scope, key))) THEN
+        RETURN false;
+    END IF;
+    RETURN runq._taken(scope, key, v_limit) < v_limit;
 END
 $$;
 
@@ -976,6 +1000,84 @@ CREATE FUNCTION runq._settings_lock() RETURNS bigint
 
 COMMENT ON FUNCTION runq._settings_lock() IS 'The advisory lock key of the limits and pauses: shared by admissions, exclusive for set_limit, pause and resume.';
 
+CREATE FUNCTION runq._slot_left(tenant_id text, kind text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_tenant_limit  bigint;
+    v_kind_limit    bigint;
+    v_next          bigint;
+BEGIN
+    -- The common ends first: no limit at all, no limit on this run's keys,
+    -- or no parked run to hand the slot to.
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) THEN
+        RETURN true;
+    END IF;
+    v_tenant_limit := runq._limit_of('tenant', _slot_left.tenant_id);
+    v_kind_limit := runq._limit_of('kind', _slot_left.kind);
+    IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
+        RETURN true;
+    END IF;
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(_slot_left.tenant_id, _slot_left.kind) THEN
+        RETURN true;
+    END IF;
+    -- Only a limited key's parked runs can want this slot. (Under a snapshot
+    -- held for long, each probe steps over the entries its key's admissions
+    -- left behind since: the reason to probe no key that has no limit.)
+    IF NOT (v_tenant_limit IS NOT NULL
+            AND EXISTS (SELECT FROM runq.runs AS r
+                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = _slot_left.tenant_id))
+       AND NOT (v_kind_limit IS NOT NULL
+                AND EXISTS (SELECT FROM runq.runs AS r
+                             WHERE r.parked AND r.status = 'queued' AND r.kind = _slot_left.kind)) THEN
+        RETURN true;
+    END IF;
+    -- Tried, not waited for: this runs with the ended run's row locked, and a
+    -- pause waiting for the lock may be waiting for that row too. Busy: the
+    -- slot stays free for the next claim's swap or the sweep.
+    IF NOT pg_try_advisory_xact_lock_shared(runq._settings_lock()) THEN
+        RETURN true;
+    END IF;
+    IF v_tenant_limit IS NOT NULL THEN
+        SELECT r.run_id INTO v_next
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND r.tenant_id = _slot_left.tenant_id
+           AND (r.kind = _slot_left.kind OR runq._limit_of('kind', r.kind) IS NULL)
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    ELSE
+        SELECT r.run_id INTO v_next
+          FROM runq.runs AS r
+         WHERE r.parked AND r.status = 'queued'
+           AND r.kind = _slot_left.kind
+           AND (r.tenant_id = _slot_left.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
+           AND r.ready_at <= clock_timestamp()
+           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
+         ORDER BY r.priority, r.ready_at, r.run_id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+    END IF;
+    -- No count here, ever: the rows of one statement (complete_many, a sweep)
+    -- are all updated before the first of them gets here, so a count would
+    -- see the slots the later rows are about to hand on, and give them twice.
+    -- Parked runs that need a count of their other key wait for the sweep.
+    IF v_next IS NOT NULL THEN
+        UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
+         WHERE r.run_id = v_next;
+        PERFORM pg_notify('runq', '');
+    END IF;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION runq._slot_left(tenant_id text, kind text) IS 'Hands the slot a run of this tenant and kind just left to the oldest parked run that needs only that slot; true.';
+
 CREATE FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -987,14 +1089,23 @@ DECLARE
     v_in        record;
     v_out       bigint;
     v_admitted  integer := 0;
+    v_visited   integer;
 BEGIN
-    IF NOT runq._counts_are_fresh() THEN
+    -- Nothing to swap without a limit; nothing counted right under an older
+    -- snapshot; and the settings lock only tried: this claim holds the rows
+    -- it took, which a pause waiting for the lock may be waiting for.
+    IF NOT EXISTS (SELECT FROM runq.limit_settings) OR NOT runq._counts_are_fresh()
+       OR NOT pg_try_advisory_xact_lock_shared(runq._settings_lock()) THEN
         RETURN 0;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
     FOR v_class IN SELECT DISTINCT c FROM unnest(classes) AS c ORDER BY c LOOP
         v_tenant := NULL;
+        v_visited := 0;
         LOOP
+            -- At most 50 tenants a class: an idle claim stays cheap however
+            -- many tenants sit at their limits; the sweep sees the rest.
+            v_visited := v_visited + 1;
+            EXIT WHEN v_visited > 50;
             SELECT r.tenant_id::text INTO v_tenant
               FROM runq.runs AS r
              WHERE r.status = 'queued' AND r.parked AND r.priority = v_class
@@ -1053,63 +1164,30 @@ $$;
 
 COMMENT ON FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) IS 'Claim''s slow path: admits parked runs of these classes and kinds whose tenant runs fewer than its limit, parking in their place its admitted runs this claim would not take; returns how many.';
 
-CREATE TABLE runq.runs (
-    run_id bigint NOT NULL,
-    lease_epoch runq.epoch DEFAULT 0 NOT NULL,
-    last_checkpoint bigint,
-    created_at timestamp with time zone NOT NULL,
-    updated_at timestamp with time zone NOT NULL,
-    scheduled_for timestamp with time zone,
-    ready_at timestamp with time zone GENERATED ALWAYS AS (COALESCE(scheduled_for, created_at)) STORED NOT NULL,
-    expires_at timestamp with time zone,
-    heartbeat_at timestamp with time zone,
-    lease_expires_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    lease runq.duration,
-    queue_ttl runq.duration,
-    attempts runq.counter DEFAULT 0 NOT NULL,
-    max_attempts runq.attempt_limit DEFAULT 3 NOT NULL,
-    turns runq.counter DEFAULT 0 NOT NULL,
-    tools_begun runq.counter DEFAULT 0 NOT NULL,
-    priority runq.priority_class NOT NULL,
-    cancel_requested boolean DEFAULT false NOT NULL,
-    status runq.run_status DEFAULT 'queued'::text NOT NULL,
-    recovery_policy runq.recovery_policy DEFAULT 'resume'::text NOT NULL,
-    tenant_id runq.identifier NOT NULL,
-    session_id runq.identifier,
-    kind runq.identifier NOT NULL,
-    principal_id text,
-    lease_owner text,
-    payload runq.json_object DEFAULT '{}'::jsonb NOT NULL,
-    result jsonb,
-    failure runq.failure_record,
-    question jsonb,
-    parked boolean DEFAULT false NOT NULL,
-    CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
-);
-
-COMMENT ON TABLE runq.runs IS 'Every run, from submit to its terminal status; failed runs are the dead letter and stay here.';
-
-COMMENT ON COLUMN runq.runs.lease_epoch IS 'The fencing token: +1 on every claim; a worker write applies only under the epoch it was claimed with.';
-
-COMMENT ON COLUMN runq.runs.last_checkpoint IS 'runq.checkpoints.seq of the newest checkpoint, so a claim finds it with one key lookup.';
-
-COMMENT ON COLUMN runq.runs.ready_at IS 'coalesce(scheduled_for, created_at): the claim order within a priority class.';
-
-COMMENT ON COLUMN runq.runs.expires_at IS 'created_at + queue_ttl: a queued run still waiting then fails with queue_ttl_expired.';
-
-COMMENT ON COLUMN runq.runs.lease IS 'Lease length of the current or last claim; a heartbeat extends the lease by it.';
-
-COMMENT ON COLUMN runq.runs.turns IS 'begin_turn calls over the run''s whole life; with tools_begun it decides zero work.';
-
-COMMENT ON COLUMN runq.runs.tools_begun IS 'begin_tool calls over the run''s whole life; with turns it decides zero work.';
-
-COMMENT ON COLUMN runq.runs.parked IS 'A queued run held out of the claim''s indexes, for a concurrency limit, a pause, or until due under a limit; meaningful only while status = ''queued''.';
-
 CREATE FUNCTION runq._taken(scope text, key text, up_to bigint) RETURNS bigint
-    LANGUAGE sql STABLE PARALLEL SAFE
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
-    RETURN LEAST(up_to, CASE scope WHEN 'tenant'::text THEN ((SELECT count(*) AS count FROM runq.runs r WHERE (((r.tenant_id)::text = _taken.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL))) + (SELECT count(*) AS count FROM (SELECT FROM runq.runs r WHERE ((NOT r.parked) AND ((r.tenant_id)::text = _taken.key) AND ((r.status)::text = 'queued'::text)) LIMIT _taken.up_to) q)) ELSE ((SELECT count(*) AS count FROM runq.runs r WHERE (((r.kind)::text = _taken.key) AND ((r.status)::text = 'running'::text) AND (r.lease IS NOT NULL))) + (SELECT count(*) AS count FROM (SELECT FROM runq.runs r WHERE ((NOT r.parked) AND ((r.kind)::text = _taken.key) AND ((r.status)::text = 'queued'::text)) LIMIT _taken.up_to) q)) END);
+    AS $$
+BEGIN
+    IF scope = 'tenant' THEN
+        RETURN least(up_to,
+                     (SELECT count(*) FROM runq.runs AS r
+                       WHERE r.tenant_id = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+                     + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
+                                               WHERE NOT r.parked AND r.tenant_id = _taken.key
+                                                 AND r.status = 'queued'
+                                               LIMIT up_to) AS q));
+    END IF;
+    RETURN least(up_to,
+                 (SELECT count(*) FROM runq.runs AS r
+                   WHERE r.kind = _taken.key AND r.status = 'running' AND r.lease IS NOT NULL)
+                 + (SELECT count(*) FROM (SELECT FROM runq.runs AS r
+                                           WHERE NOT r.parked AND r.kind = _taken.key
+                                             AND r.status = 'queued'
+                                           LIMIT up_to) AS q));
+END
+$$;
 
 COMMENT ON FUNCTION runq._taken(scope text, key text, up_to bigint) IS 'How many runs a key''s limit counts now (running, and queued but admitted), counted up to up_to.';
 
@@ -1118,7 +1196,8 @@ CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) RETUR
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := clock_timestamp();
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -1133,13 +1212,18 @@ BEGIN
          WHERE r.run_id = ask_user.run_id
            AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
            AND NOT r.cancel_requested
-        RETURNING r.run_id, r.lease_epoch
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
+               jsonb_build_object('question', ask_user.question), v_now
+          FROM asked AS a
     )
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
-           jsonb_build_object('question', ask_user.question), v_now
-      FROM asked AS a;
-    IF FOUND THEN
+    -- The run's slot is handed on when a limit is set (runq._slot_left).
+    SELECT true INTO v_done
+      FROM asked AS a
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(a.tenant_id, a.kind);
+    IF v_done THEN
         RETURN true;
     END IF;
     RETURN runq._refuse(ask_user.run_id, ask_user.epoch, 'ask_user', true);
@@ -1248,9 +1332,10 @@ DECLARE
     v_status  text;
     v_flagged boolean;
     v_epoch   bigint;
+    v_parked  boolean;
 BEGIN
-    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint
-      INTO v_status, v_flagged, v_epoch
+    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked
+      INTO v_status, v_flagged, v_epoch, v_parked
       FROM runq.runs AS r
      WHERE r.run_id = cancel.run_id
        FOR UPDATE;
@@ -1268,6 +1353,11 @@ BEGIN
                 jsonb_strip_nulls(jsonb_build_object('reason', cancel.reason,
                                                      'previous_status', v_status)),
                 v_now);
+        -- An admitted queued run leaves its slot (a waiting one holds none).
+        PERFORM runq._slot_left(r.tenant_id, r.kind)
+           FROM runq.runs AS r
+          WHERE r.run_id = cancel.run_id AND v_status = 'queued' AND NOT v_parked
+            AND EXISTS (SELECT FROM runq.limit_settings);
         RETURN 'cancelled';
     ELSIF v_status = 'running' THEN
         IF NOT v_flagged THEN
@@ -1484,8 +1574,10 @@ BEGIN
     -- below its limit may have its slots held by admitted runs this claim
     -- does not take (another class or kind); runq._swap_in parks those and
     -- admits these, and the claim looks once more. A full claim never asks.
-    EXIT WHEN v_wanted = 0 OR v_tried
-           OR NOT EXISTS (SELECT FROM runq.runs AS r
+    -- Two EXITs: an expression with a subquery is run as a query, where a
+    -- plain one is evaluated in place; a full claim pays only the first.
+    EXIT WHEN v_wanted = 0 OR v_tried;
+    EXIT WHEN NOT EXISTS (SELECT FROM runq.runs AS r
                            WHERE r.status = 'queued' AND r.parked
                              AND r.priority = ANY (claim.classes));
     v_tried := true;
@@ -1502,7 +1594,8 @@ CREATE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := clock_timestamp();
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
 BEGIN
     WITH done AS (
         UPDATE runq.runs AS r
@@ -1510,12 +1603,19 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = complete.run_id
            AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
     )
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
-      FROM done AS d;
-    IF FOUND THEN
+    -- The run's slot is handed on when a limit is set (runq._slot_left); the
+    -- probe of runq.limit_settings is run once, and is all a queue without
+    -- limits pays.
+    SELECT true INTO v_done
+      FROM done AS d
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(d.tenant_id, d.kind);
+    IF v_done THEN
         RETURN true;
     END IF;
     RETURN runq._refuse(complete.run_id, complete.epoch, 'complete', false);
@@ -1542,14 +1642,18 @@ BEGIN
                    AS c(run_id, epoch, result)
          WHERE r.run_id = c.run_id
            AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
           FROM done AS d
-        RETURNING run_id
     )
-    SELECT array_agg(l.run_id) INTO v_done FROM logged AS l;
+    -- Each run's slot is handed on when a limit is set (runq._slot_left), one
+    -- run after the other: a hand-on counts nothing, so the rows of one
+    -- statement cannot give one slot twice.
+    SELECT array_agg(d.run_id) INTO v_done
+      FROM done AS d
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(d.tenant_id, d.kind);
     RETURN QUERY SELECT a.run_id, a.applied
                    FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
                                            complete_many.results, v_done, 'complete', false) AS a;
@@ -1671,7 +1775,8 @@ CREATE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb) RETURNS bo
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := clock_timestamp();
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
 BEGIN
     IF fail.failure IS NULL OR jsonb_typeof(fail.failure) <> 'object'
        OR jsonb_typeof(fail.failure -> 'code') IS DISTINCT FROM 'string'
@@ -1691,12 +1796,17 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = fail.run_id
            AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.failure
+        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+          FROM failed AS f
     )
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
-      FROM failed AS f;
-    IF FOUND THEN
+    -- The run's slot is handed on when a limit is set (runq._slot_left).
+    SELECT true INTO v_done
+      FROM failed AS f
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind);
+    IF v_done THEN
         RETURN true;
     END IF;
     RETURN runq._refuse(fail.run_id, fail.epoch, 'fail', false);
@@ -1829,7 +1939,7 @@ BEGIN
        AND runq._check_identifier('key', pause.key)
        AND (pause.scope <> 'class' OR runq._check_class_key('key', pause.key)) THEN
     END IF;
-    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+    PERFORM runq._lock_settings();
 
     INSERT INTO runq.pause_settings (scope, key, reason, paused_at)
     VALUES (pause.scope, pause.key, pause.reason, v_now)
@@ -1971,6 +2081,9 @@ BEGIN
            v_now
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id;
+    -- Back in the queue from the dead letter, it needs admitting when limits
+    -- or pauses are set (deploy/admission.sql).
+    PERFORM runq._requeued(redrive.run_id, false);
     PERFORM pg_notify('runq', '');
     RETURN true;
 END
@@ -2008,7 +2121,7 @@ BEGIN
        AND runq._check_identifier('key', resume.key)
        AND (resume.scope <> 'class' OR runq._check_class_key('key', resume.key)) THEN
     END IF;
-    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+    PERFORM runq._lock_settings();
 
     DELETE FROM runq.pause_settings AS p
      WHERE p.scope = resume.scope AND p.key = resume.key;
@@ -2055,7 +2168,7 @@ BEGIN
        AND runq._check_identifier('key', set_limit.key, true)
        AND (set_limit.max_running IS NULL OR runq._check_count('max_running', set_limit.max_running)) THEN
     END IF;
-    PERFORM pg_advisory_xact_lock(runq._settings_lock());
+    PERFORM runq._lock_settings();
 
     IF set_limit.max_running IS NULL THEN
         DELETE FROM runq.limit_settings AS l
@@ -2097,18 +2210,30 @@ BEGIN
          WHERE set_limit.key IS NOT NULL
             OR NOT EXISTS (SELECT FROM runq.limit_settings AS o
                             WHERE o.scope = set_limit.scope AND o.key = a.key)
-    ), parked AS (
-        UPDATE runq.runs AS r
-           SET parked = true, updated_at = clock_timestamp()
-          FROM ranked AS x
-         WHERE r.run_id = x.run_id AND x.status = 'queued' AND x.n > x.max_running
     )
-    INSERT INTO runq.limit_debts AS d (scope, key, debt)
-    SELECT set_limit.scope, x.key, count(*) - min(x.max_running)
+    -- The row's state is tested again here: a run a claim took meanwhile is
+    -- running now, and keeps its slot.
+    UPDATE runq.runs AS r
+       SET parked = true, updated_at = clock_timestamp()
       FROM ranked AS x
-     WHERE x.status = 'running' AND x.max_running IS NOT NULL
-     GROUP BY x.key
-    HAVING count(*) > min(x.max_running)
+     WHERE r.run_id = x.run_id AND x.status = 'queued' AND x.n > x.max_running
+       AND r.status = 'queued' AND NOT r.parked;
+
+    -- The debts, from a count taken after the parking, in a statement of its
+    -- own: by how much each key's running runs exceed its limit. (Over its
+    -- limit a key has no admitted queued run left, so its running runs are
+    -- all it counts; a claim meanwhile only turned admitted into running.)
+    INSERT INTO runq.limit_debts AS d (scope, key, debt)
+    SELECT set_limit.scope, x.key, x.running - x.max_running
+      FROM (SELECT k.key, count(*) AS running,
+                   runq._limit_of(set_limit.scope, k.key) AS max_running
+              FROM runq.runs AS r
+             CROSS JOIN LATERAL (SELECT CASE set_limit.scope WHEN 'tenant' THEN r.tenant_id::text
+                                                             ELSE r.kind::text END) AS k (key)
+             WHERE r.status = 'running' AND r.lease IS NOT NULL
+               AND (set_limit.key IS NULL OR k.key = set_limit.key)
+             GROUP BY k.key) AS x
+     WHERE x.running > x.max_running
         ON CONFLICT (scope, key) DO UPDATE SET debt = EXCLUDED.debt;
 
     -- A key with no run over its limit owes nothing; one with room admits.
@@ -2328,13 +2453,19 @@ BEGIN
                    finished_at = v_now, updated_at = v_now
              -- an array, not a join, so no plan can hash all of runs
              WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
-            RETURNING r.run_id, r.lease_epoch, r.failure
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.parked
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
             SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
               FROM expired AS x
         )
-        SELECT x.run_id, 'expired'::text FROM expired AS x ORDER BY x.run_id;
+        -- An expired run that was admitted leaves its slot to the next when
+        -- a limit is set (runq._slot_left).
+        SELECT x.run_id, 'expired'::text
+          FROM expired AS x
+         WHERE x.parked OR NOT EXISTS (SELECT FROM runq.limit_settings)
+            OR runq._slot_left(x.tenant_id, x.kind)
+         ORDER BY x.run_id;
     END IF;
 
     -- What the admissions of the moment could not do: a run now due under a
@@ -2419,6 +2550,69 @@ CREATE TABLE runq.limit_debts (
 
 COMMENT ON TABLE runq.limit_debts IS 'Slots a lowered limit still owes: runs of the key that leave running pay them before a parked run is admitted.';
 
+CREATE TABLE runq.limit_settings (
+    scope text NOT NULL,
+    key text,
+    max_running bigint NOT NULL,
+    CONSTRAINT limit_settings_max_running_check CHECK ((max_running >= 1)),
+    CONSTRAINT limit_settings_scope_check CHECK ((scope = ANY (ARRAY['tenant'::text, 'kind'::text])))
+);
+
+COMMENT ON TABLE runq.limit_settings IS 'Concurrency limits per tenant or kind (key NULL: the default of the scope); written by runq.set_limit.';
+
+CREATE TABLE runq.runs (
+    run_id bigint NOT NULL,
+    lease_epoch runq.epoch DEFAULT 0 NOT NULL,
+    last_checkpoint bigint,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    scheduled_for timestamp with time zone,
+    ready_at timestamp with time zone GENERATED ALWAYS AS (COALESCE(scheduled_for, created_at)) STORED NOT NULL,
+    expires_at timestamp with time zone,
+    heartbeat_at timestamp with time zone,
+    lease_expires_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    lease runq.duration,
+    queue_ttl runq.duration,
+    attempts runq.counter DEFAULT 0 NOT NULL,
+    max_attempts runq.attempt_limit DEFAULT 3 NOT NULL,
+    turns runq.counter DEFAULT 0 NOT NULL,
+    tools_begun runq.counter DEFAULT 0 NOT NULL,
+    priority runq.priority_class NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    status runq.run_status DEFAULT 'queued'::text NOT NULL,
+    recovery_policy runq.recovery_policy DEFAULT 'resume'::text NOT NULL,
+    tenant_id runq.identifier NOT NULL,
+    session_id runq.identifier,
+    kind runq.identifier NOT NULL,
+    principal_id text,
+    lease_owner text,
+    payload runq.json_object DEFAULT '{}'::jsonb NOT NULL,
+    result jsonb,
+    failure runq.failure_record,
+    question jsonb,
+    parked boolean DEFAULT false NOT NULL,
+    CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
+);
+
+COMMENT ON TABLE runq.runs IS 'Every run, from submit to its terminal status; failed runs are the dead letter and stay here.';
+
+COMMENT ON COLUMN runq.runs.lease_epoch IS 'The fencing token: +1 on every claim; a worker write applies only under the epoch it was claimed with.';
+
+COMMENT ON COLUMN runq.runs.last_checkpoint IS 'runq.checkpoints.seq of the newest checkpoint, so a claim finds it with one key lookup.';
+
+COMMENT ON COLUMN runq.runs.ready_at IS 'coalesce(scheduled_for, created_at): the claim order within a priority class.';
+
+COMMENT ON COLUMN runq.runs.expires_at IS 'created_at + queue_ttl: a queued run still waiting then fails with queue_ttl_expired.';
+
+COMMENT ON COLUMN runq.runs.lease IS 'Lease length of the current or last claim; a heartbeat extends the lease by it.';
+
+COMMENT ON COLUMN runq.runs.turns IS 'begin_turn calls over the run''s whole life; with tools_begun it decides zero work.';
+
+COMMENT ON COLUMN runq.runs.tools_begun IS 'begin_tool calls over the run''s whole life; with turns it decides zero work.';
+
+COMMENT ON COLUMN runq.runs.parked IS 'A queued run held out of the claim''s indexes, for a concurrency limit, a pause, or until due under a limit; meaningful only while status = ''queued''.';
+
 CREATE VIEW runq.limits AS
  SELECT l.scope,
     l.key,
@@ -2435,6 +2629,16 @@ CREATE VIEW runq.limits AS
    FROM runq.limit_settings l;
 
 COMMENT ON VIEW runq.limits IS 'The concurrency limits (key NULL: the default of the scope) with the running count of each keyed row.';
+
+CREATE TABLE runq.pause_settings (
+    scope text NOT NULL,
+    key text NOT NULL,
+    reason text,
+    paused_at timestamp with time zone NOT NULL,
+    CONSTRAINT pause_settings_scope_check CHECK ((scope = ANY (ARRAY['class'::text, 'kind'::text, 'tenant'::text, 'schedule'::text])))
+);
+
+COMMENT ON TABLE runq.pause_settings IS 'Paused classes, kinds, tenants and schedules; written by runq.pause and runq.resume.';
 
 CREATE VIEW runq.pauses AS
  SELECT p.scope,
@@ -2609,11 +2813,7 @@ CREATE INDEX runs_running_tenant_idx ON runq.runs USING btree (tenant_id) WHERE 
 
 CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text])) AND (session_id IS NOT NULL));
 
-CREATE TRIGGER runs_admit_new BEFORE INSERT ON runq.runs FOR EACH ROW WHEN (((new.status)::text = 'queued'::text)) EXECUTE FUNCTION runq._park_on_entry();
-
-CREATE TRIGGER runs_admit_requeued BEFORE UPDATE OF status ON runq.runs FOR EACH ROW WHEN ((((old.status)::text <> 'queued'::text) AND ((new.status)::text = 'queued'::text))) EXECUTE FUNCTION runq._park_on_entry();
-
-CREATE TRIGGER runs_hand_on_slot AFTER UPDATE OF status ON runq.runs FOR EACH ROW WHEN ((((old.status)::text = ANY (ARRAY['queued'::text, 'running'::text])) AND (NOT old.parked) AND ((new.status)::text <> ALL (ARRAY['queued'::text, 'running'::text])))) EXECUTE FUNCTION runq._hand_on_slot();
+CREATE TRIGGER runs_admit_new BEFORE INSERT ON runq.runs FOR EACH ROW EXECUTE FUNCTION runq._park_on_entry();
 
 ALTER TABLE ONLY runq.checkpoints
     ADD CONSTRAINT checkpoints_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
@@ -2631,7 +2831,7 @@ GRANT USAGE ON SCHEMA runq TO runq_client;
 GRANT USAGE ON SCHEMA runq TO runq_worker;
 GRANT USAGE ON SCHEMA runq TO runq_admin;
 
-REVOKE ALL ON FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, wait boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, counted boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._admit_parked(scope text, key text, wait boolean) FROM PUBLIC;
 
@@ -2679,13 +2879,13 @@ REVOKE ALL ON FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timest
 
 REVOKE ALL ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION runq._hand_on_slot() FROM PUBLIC;
-
 REVOKE ALL ON FUNCTION runq._inputs_after(run_id bigint, seq bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._key_lock(scope text, key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._limit_of(scope text, key text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._lock_settings() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._park_on_entry() FROM PUBLIC;
 
@@ -2699,6 +2899,8 @@ REVOKE ALL ON FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text,
 
 REVOKE ALL ON FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._requeued(run_id bigint, from_running boolean) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._resolve_tool_calls(run_ids bigint[], at timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._room_tried(scope text, key text) FROM PUBLIC;
@@ -2706,6 +2908,8 @@ REVOKE ALL ON FUNCTION runq._room_tried(scope text, key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION runq._run_not_found(run_id bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._settings_lock() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._slot_left(tenant_id text, kind text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) FROM PUBLIC;
 

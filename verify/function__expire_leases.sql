@@ -2,4 +2,6 @@
 
 \set function 'runq._expire_leases(bigint[], boolean, timestamptz)'
 \set callers ''
+-- This version calls the admission functions (limits and pauses).
+\set body 'runq._requeued('
 \ir lib/function.sql

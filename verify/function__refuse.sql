@@ -2,7 +2,6 @@
 
 \set function 'runq._refuse(bigint, bigint, text, boolean)'
 \set callers ''
--- The rework that answers epochs the run never had.
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._run_not_found('
+-- This version calls the admission functions (limits and pauses).
+\set body 'runq._slot_left('
 \ir lib/function.sql

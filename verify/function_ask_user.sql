@@ -2,6 +2,6 @@
 
 \set function 'runq.ask_user(bigint, bigint, jsonb)'
 \set callers 'runq_worker runq_admin'
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._check_jsonb('
+-- This version calls the admission functions (limits and pauses).
+\set body 'runq._slot_left('
 \ir lib/function.sql

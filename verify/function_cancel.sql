@@ -2,6 +2,6 @@
 
 \set function 'runq.cancel(bigint, text)'
 \set callers 'runq_client runq_admin'
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._run_not_found('
+-- This version calls the admission functions (limits and pauses).
+\set body 'runq._slot_left('
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.redrive(bigint, text)'
 \set callers 'runq_admin'
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._run_not_found('
+-- This version calls the admission functions (limits and pauses).
+\set body 'runq._requeued('
 \ir lib/function.sql

@@ -336,8 +336,8 @@ SELECT is(ARRAY(SELECT c.relname::text || '.' || t.tgname::text
                   JOIN pg_catalog.pg_class AS c ON c.oid = t.tgrelid
                  WHERE c.relnamespace = 'runq'::regnamespace AND NOT t.tgisinternal
                  ORDER BY 1),
-          ARRAY['runs.runs_admit_new', 'runs.runs_admit_requeued', 'runs.runs_hand_on_slot'],
-          'runq has exactly the three admission triggers, all on runs');
+          ARRAY['runs.runs_admit_new'],
+          'runq has exactly one trigger: the admission of new runs');
 
 -- ---------------------------------------------------------------------------
 -- settings: one row, the contract's defaults

@@ -1,0 +1,7 @@
+-- Revert runq:function_complete from pg
+
+BEGIN;
+
+DROP FUNCTION runq.complete(bigint, bigint, jsonb);
+
+COMMIT;
