@@ -10,7 +10,7 @@ BEGIN;
 -- and known to be waiting_for_user: store the input, requeue the run with a
 -- fresh attempt budget, log it, wake a worker. The run keeps its created_at,
 -- so it goes to the front of its class: a user is waiting on it.
-CREATE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamptz)
+CREATE OR REPLACE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamptz)
     RETURNS void
     LANGUAGE sql
     VOLATILE

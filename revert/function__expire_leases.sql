@@ -20,7 +20,7 @@ BEGIN;
 --                                               a release does not
 -- A release gives back the attempt its claim took. Tool calls the dead epoch
 -- left 'started' are resolved first, whatever the outcome.
-CREATE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
+CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
     VOLATILE

@@ -1,5 +1,5 @@
 -- Revert runq:function_complete from pg
--- (back to complete as v0.1.3 released it)
+-- (back to complete as v0.1.3 released it, with the comment comments_raises gave it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__refuse
@@ -11,7 +11,7 @@ BEGIN;
 -- Called by workers. One statement: the fenced update to 'succeeded' and its
 -- event. Applies even when cancel was requested: the work is done, and the
 -- log should say so. Raises RQ003; returns false when fenced.
-CREATE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL)
+CREATE OR REPLACE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -44,6 +44,6 @@ GRANT EXECUTE ON FUNCTION runq.complete(bigint, bigint, jsonb) TO runq_worker, r
 
 COMMENT ON FUNCTION runq.complete(bigint, bigint, jsonb) IS
 $c$Mark a run this worker holds under epoch succeeded, with an optional result. Returns true, or false when fenced (the run is no longer running under this epoch; nothing changes but one run.fenced event).
-Raises RQ003 (no such run).$c$;
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -15,7 +15,7 @@ SET LOCAL statement_timeout = '10s';
 -- element is runq.complete's fenced update and its run.succeeded event, and
 -- runq._answer_batch answers the elements as runq.complete would. unnest pads
 -- a NULL results with NULLs: a NULL result for each run, as complete's default.
-CREATE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
     RETURNS TABLE(run_id bigint, completed boolean)
     LANGUAGE plpgsql
     VOLATILE

@@ -1,5 +1,5 @@
 -- Revert runq:function_fail from pg
--- (back to fail as v0.1.3 released it)
+-- (back to fail as v0.1.3 released it, with the comment comments_raises gave it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__refuse
@@ -12,7 +12,7 @@ BEGIN;
 -- at once and the queue never retries it. The stored failure always has code,
 -- message (the code when absent), attempt, epoch and at.
 -- Raises 22023 (failure not an object with a string code), RQ003.
-CREATE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb)
+CREATE OR REPLACE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -57,6 +57,6 @@ GRANT EXECUTE ON FUNCTION runq.fail(bigint, bigint, jsonb) TO runq_worker, runq_
 
 COMMENT ON FUNCTION runq.fail(bigint, bigint, jsonb) IS
 $c$Fail a run this worker holds under epoch, permanently: it goes to the dead letter (status failed) and is never retried by the queue; runq.redrive brings it back. failure is an object with a string code and optionally a message; attempt, epoch and at are added. Returns true, or false when fenced.
-Raises RQ003 (no such run), 22023 (failure not an object with a string code).$c$;
+Raises 22023 (NULL run_id or epoch, a failure that is not an object with a string code), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -288,3 +288,31 @@ def test_pool_does_not_spin_when_all_it_may_claim_is_paused_or_limited(db_url: s
     assert first_wait < 5 * poll
     assert admin.execute("SELECT count(*) FROM runq.runs WHERE tenant_id = 'q' AND status = 'running'"
                          ).fetchone()[0] == 1  # q stays at its limit: the holder's run
+
+
+def test_no_run_enters_the_queue_under_repeatable_read_while_limits_or_pauses_are_set(connect):
+    # A count read with a snapshot older than the key's lock could admit past a
+    # limit, or under a pause committed since: such a submit is refused with
+    # 25000, and changes nothing. Without limits or pauses it goes on as before.
+    admin, client = connect(), connect()
+
+    def submit_repeatable_read() -> str:
+        client.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        try:
+            client.execute("SELECT runq.submit('rr', 'k')")
+            client.execute("COMMIT")
+            return "created"
+        except psycopg.errors.InvalidTransactionState as e:
+            client.execute("ROLLBACK")
+            assert "repeatable read" in str(e), e
+            return e.sqlstate or ""
+
+    assert submit_repeatable_read() == "created"
+    admin.execute("SELECT runq.set_limit('tenant', 'other', 5)")
+    assert submit_repeatable_read() == "25000"
+    admin.execute("SELECT runq.set_limit('tenant', 'other', NULL)")
+    admin.execute("SELECT runq.pause('kind', 'elsewhere')")
+    assert submit_repeatable_read() == "25000"
+    admin.execute("SELECT runq.resume('kind', 'elsewhere')")
+    assert submit_repeatable_read() == "created"
+    assert admin.execute("SELECT count(*) FROM runq.runs WHERE tenant_id = 'rr'").fetchone()[0] == 2

@@ -23,7 +23,7 @@
 -- the views (42501); runq_admin can. Classes 2400..2499; tenants, kinds and
 -- schedules named lp-*.
 BEGIN;
-SELECT plan(306);
+SELECT plan(311);
 
 -- Submit a run of this file; its id.
 CREATE FUNCTION pg_temp.run(p_tenant text, p_class integer, p_kind text DEFAULT 'lp-work',
@@ -698,6 +698,31 @@ SELECT is((SELECT l.max_running FROM runq.limits AS l WHERE l.scope = 'tenant' A
 SELECT is((SELECT p.reason FROM runq.pauses AS p WHERE p.scope = 'tenant' AND p.key = 'lp-e'), 'held',
           'runq_admin can read runq.pauses');
 RESET ROLE;
+
+-- ---------------------------------------------------------------------------
+-- One statement ending several runs hands each slot on once: complete_many of
+-- a run of kind lp-f1a and one of lp-f1b (limit 1), with two runs of lp-f1b
+-- parked behind tenant lp-f1's limit of 2, admits one of them, not both.
+-- ---------------------------------------------------------------------------
+SELECT runq.set_limit('tenant', 'lp-f1', 2), runq.set_limit('kind', 'lp-f1a', 10),
+       runq.set_limit('kind', 'lp-f1b', 1) \gset f1_
+SELECT pg_temp.run('lp-f1', 2485, 'lp-f1a') AS f1_l1 \gset
+SELECT pg_temp.run('lp-f1', 2485, 'lp-f1b') AS f1_l2 \gset
+SELECT is(pg_temp.claim(ARRAY[2485]), ARRAY[:f1_l1, :f1_l2]::bigint[],
+          'lp-f1 runs its two runs, one of each kind');
+SELECT pg_temp.run('lp-f1', 2485, 'lp-f1b') AS f1_p1 \gset
+SELECT pg_temp.run('lp-f1', 2485, 'lp-f1b') AS f1_p2 \gset
+SELECT is(pg_temp.claim(ARRAY[2485]), '{}'::bigint[], 'its two more of lp-f1b wait');
+SELECT is(ARRAY(SELECT c.completed FROM runq.complete_many(
+                    ARRAY[:f1_l1, :f1_l2]::bigint[],
+                    ARRAY[pg_temp.epoch(:f1_l1), pg_temp.epoch(:f1_l2)]) AS c),
+          ARRAY[true, true], 'complete_many ends both');
+SELECT is(pg_temp.claim(ARRAY[2485]), ARRAY[:f1_p1]::bigint[],
+          'then only the oldest of lp-f1b runs: its kind''s limit is 1');
+SELECT is((SELECT count(*) FROM runq.runs WHERE kind = 'lp-f1b' AND status = 'running'), 1::bigint,
+          'lp-f1b has one run running, not two');
+SELECT runq.set_limit('tenant', 'lp-f1', NULL), runq.set_limit('kind', 'lp-f1a', NULL),
+       runq.set_limit('kind', 'lp-f1b', NULL) \gset f1_
 
 SELECT * FROM finish();
 ROLLBACK;
