@@ -378,8 +378,9 @@ BEGIN
             PERFORM pg_notify('runq', '');
         END IF;
     END IF;
-    -- The tenants, then the kinds, with parked runs: one index probe each
-    -- (a loose scan of runs_queued_tenant_idx and runs_queued_kind_idx), however many runs they park.
+    -- The tenants, then the kinds, with parked runs: one index probe each (a
+    -- loose scan of runs_queued_tenant_idx, then of runs_queued_kind_idx),
+    -- however many runs they park. Two statements, as each reads its index.
     FOR v_key IN
         WITH RECURSIVE t (key) AS (
             (SELECT r.tenant_id::text FROM runq.runs AS r
