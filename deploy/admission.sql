@@ -507,30 +507,38 @@ AS $$
 DECLARE
     v_tenant_limit  bigint;
     v_kind_limit    bigint;
+    v_debts         boolean;
+    v_waiting       boolean;
     v_next          bigint;
 BEGIN
-    -- The common ends first: no limit at all, no limit on this run's keys,
-    -- or no parked run to hand the slot to.
-    IF NOT EXISTS (SELECT FROM runq.limit_settings) THEN
-        RETURN true;
-    END IF;
-    v_tenant_limit := runq._limit_of('tenant', _slot_left.tenant_id);
-    v_kind_limit := runq._limit_of('kind', _slot_left.kind);
+    -- The common ends first: no limit on this run's keys, or no parked run of
+    -- a limited one to hand the slot to. One statement for the limits, the
+    -- debts and the probes: each statement, like each call of a helper, costs
+    -- a plan's run (the limits are runq._limit_of's query, written in place).
+    -- Only a limited key's parked runs are probed: under a snapshot held for
+    -- long, a probe steps over the entries its key's admissions left behind.
+    SELECT l.tenant_limit, l.kind_limit, EXISTS (SELECT FROM runq.limit_debts),
+           (l.tenant_limit IS NOT NULL
+            AND EXISTS (SELECT FROM runq.runs AS r
+                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = _slot_left.tenant_id))
+           OR (l.kind_limit IS NOT NULL
+               AND EXISTS (SELECT FROM runq.runs AS r
+                            WHERE r.parked AND r.status = 'queued' AND r.kind = _slot_left.kind))
+      INTO v_tenant_limit, v_kind_limit, v_debts, v_waiting
+      FROM (SELECT (SELECT m.max_running FROM runq.limit_settings AS m
+                     WHERE m.scope = 'tenant' AND (m.key = _slot_left.tenant_id OR m.key IS NULL)
+                     ORDER BY m.key IS NULL LIMIT 1) AS tenant_limit,
+                   (SELECT m.max_running FROM runq.limit_settings AS m
+                     WHERE m.scope = 'kind' AND (m.key = _slot_left.kind OR m.key IS NULL)
+                     ORDER BY m.key IS NULL LIMIT 1) AS kind_limit
+             OFFSET 0) AS l;  -- OFFSET 0: looked up once, not once per use
     IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
         RETURN true;
     END IF;
-    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(_slot_left.tenant_id, _slot_left.kind) THEN
+    IF v_debts AND runq._pay_debt(_slot_left.tenant_id, _slot_left.kind) THEN
         RETURN true;
     END IF;
-    -- Only a limited key's parked runs can want this slot. (Under a snapshot
-    -- held for long, each probe steps over the entries its key's admissions
-    -- left behind since: the reason to probe no key that has no limit.)
-    IF NOT (v_tenant_limit IS NOT NULL
-            AND EXISTS (SELECT FROM runq.runs AS r
-                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = _slot_left.tenant_id))
-       AND NOT (v_kind_limit IS NOT NULL
-                AND EXISTS (SELECT FROM runq.runs AS r
-                             WHERE r.parked AND r.status = 'queued' AND r.kind = _slot_left.kind)) THEN
+    IF NOT v_waiting THEN
         RETURN true;
     END IF;
     -- Tried, not waited for: this runs with the ended run's row locked, and a
@@ -566,10 +574,11 @@ BEGIN
     -- are all updated before the first of them gets here, so a count would
     -- see the slots the later rows are about to hand on, and give them twice.
     -- Parked runs that need a count of their other key wait for the sweep.
+    -- No NOTIFY: the worker that ended the run has a free slot and claims
+    -- again (a NOTIFY in every such commit would also serialize them).
     IF v_next IS NOT NULL THEN
         UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
          WHERE r.run_id = v_next;
-        PERFORM pg_notify('runq', '');
     END IF;
     RETURN true;
 END
