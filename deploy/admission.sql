@@ -44,8 +44,10 @@ SET LOCAL statement_timeout = '10s';
 -- straddles a change of the rules.
 --
 -- Advisory locks, transaction-scoped: the settings lock, then a tenant's,
--- then a kind's; a waiting lock is only ever taken in that order, and keys
--- beyond it only with a try, so admissions cannot deadlock each other.
+-- then a kind's; within one admission a waiting lock is only ever taken in
+-- that order, and others only with a try. Two transactions that each admit
+-- runs of two keys, in opposite orders, can still deadlock (40P01), as two
+-- that update two rows in opposite orders can.
 
 -- The effective limit of a key: its own row, else its scope's default; NULL
 -- when unlimited. These helpers are PL/pgSQL, not SQL: a SQL function whose
