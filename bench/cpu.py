@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """CPU time of the server backend per claim + complete cycle, for before/after.
 
-    bench/cpu.py                      the minimal queue, the floor, runq (with and
-                                      without concurrency limits set)
-    bench/cpu.py --rev 8ce5eac        ... and runq as it was at a commit (here v0.1.0)
+    bench/cpu.py                      the minimal queue, the floor, runq (without
+                                      concurrency limits, with limits never reached,
+                                      with half the tenants at their limit)
+    bench/cpu.py --rev 8ce5eac        ... and the same of runq as it was at a commit
+                                      (here v0.1.0, which has no limits: one)
     bench/cpu.py --cycles 8000 --reps 9
 
 Throughput ratios move by about 5 % from run to run on a small machine, which
@@ -42,19 +44,30 @@ class Queue:
     reset: tuple[str, ...]
 
 
-def runq_queue(name: str, limited: bool = False) -> Queue:
-    # limited: a tenant and a kind limit that every run falls under but none
-    # reaches, so each run is admitted and hands its slot on (to nobody).
-    limits = (("SELECT runq.set_limit('tenant', NULL, 1000000),"
-               " runq.set_limit('kind', NULL, 1000000)",) if limited else ())
+def runq_queue(name: str, limits: str = "") -> Queue:
+    # limits "unreached": a tenant and a kind limit that every run falls under
+    # but none reaches, so each run is admitted and its slot handed on to
+    # nobody. "saturated": the supply dealt round 12 tenants, the first 6 at
+    # a limit of 2, so half the runs wait parked and each of their completions
+    # admits the next (set after the load: set_limit parks the backlog).
+    tenant = "'t' || g %% 12" if limits == "saturated" else "'bench'"
+    before = (("SELECT runq.set_limit('tenant', NULL, 1000000),"
+               " runq.set_limit('kind', NULL, 1000000)",) if limits == "unreached" else ())
+    after = (("SELECT runq.set_limit('tenant', 't' || g, 2) FROM generate_series(0, 5) AS g",)
+             if limits == "saturated" else ())
     return Queue(name, "cycle_runq.pgbench", (
-        *limits,
+        *before,
         "TRUNCATE runq.runs, runq.run_events, runq.checkpoints, runq.inputs,"
         " runq.tool_calls, runq.idempotency_keys",
         "INSERT INTO runq.runs (created_at, updated_at, priority, tenant_id, kind)"
-        " SELECT clock_timestamp(), now(), 10, 'bench', 'bench.cycle'"
-        " FROM generate_series(1, %(supply)s)",
+        f" SELECT clock_timestamp(), now(), 10, {tenant}, 'bench.cycle'"
+        " FROM generate_series(1, %(supply)s) AS g",
+        *after,
         "VACUUM ANALYZE runq.runs, runq.run_events"))
+
+
+LABELS = {"": "", "unreached": ", limits set, never reached",
+          "saturated": ", 6 of 12 tenants at a limit of 2"}
 
 
 MINQ = Queue("minq", "cycle_minq.pgbench", (
@@ -135,10 +148,17 @@ def main() -> None:
     args = ap.parse_args()
 
     admin = server_url()
-    queues = [(MINQ, None), (FLOOR, None), (runq_queue("runq"), None),
-              (runq_queue("runq_limited", limited=True), None)]
-    queues += [(runq_queue(f"runq_{re.sub(r'[^a-z0-9]', '_', rev.lower())}"), rev)
-               for rev in args.rev]
+    queues = [(MINQ, None), (FLOOR, None)]
+    labels = {"minq": "minimal queue", "floor": "floor"}
+    for rev in (None, *args.rev):
+        at = "" if rev is None else "_" + re.sub(r"[^a-z0-9]", "_", rev.lower())
+        has_limits = "FUNCTION runq.set_limit(" in schema_sql(rev)
+        for limits, label in LABELS.items():
+            if limits and not has_limits:
+                continue
+            name = f"runq{at}{'_' + limits if limits else ''}"
+            queues.append((runq_queue(name, limits), rev))
+            labels[name] = f"runq{' (working tree)' if rev is None else ' at ' + rev}{label}"
     urls = {}
     for queue, rev in queues:
         db = f"bench_cpu_{queue.name}"
@@ -163,10 +183,7 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: |")
     for queue, rev in queues:
         xs = samples[queue.name]
-        label = {"minq": "minimal queue", "floor": "floor", "runq": "runq (working tree)",
-                 "runq_limited": "runq, limits set, never reached"}.get(
-            queue.name, f"runq at {rev}")
-        print(f"| {label} | {statistics.median(xs):.0f} | {min(xs):.0f}-{max(xs):.0f}"
+        print(f"| {labels[queue.name]} | {statistics.median(xs):.0f} | {min(xs):.0f}-{max(xs):.0f}"
               f" | {statistics.median(xs) / runq:.3f} |")
 
 

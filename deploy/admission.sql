@@ -509,38 +509,23 @@ AS $$
 DECLARE
     v_tenant_limit  bigint;
     v_kind_limit    bigint;
-    v_debts         boolean;
-    v_waiting       boolean;
-    v_next          bigint;
 BEGIN
-    -- The common ends first: no limit on this run's keys, or no parked run of
-    -- a limited one to hand the slot to. One statement for the limits, the
-    -- debts and the probes: each statement, like each call of a helper, costs
-    -- a plan's run (the limits are runq._limit_of's query, written in place).
-    -- Only a limited key's parked runs are probed: under a snapshot held for
-    -- long, a probe steps over the entries its key's admissions left behind.
-    SELECT l.tenant_limit, l.kind_limit, EXISTS (SELECT FROM runq.limit_debts),
-           (l.tenant_limit IS NOT NULL
-            AND EXISTS (SELECT FROM runq.runs AS r
-                         WHERE r.parked AND r.status = 'queued' AND r.tenant_id = _slot_left.tenant_id))
-           OR (l.kind_limit IS NOT NULL
-               AND EXISTS (SELECT FROM runq.runs AS r
-                            WHERE r.parked AND r.status = 'queued' AND r.kind = _slot_left.kind))
-      INTO v_tenant_limit, v_kind_limit, v_debts, v_waiting
-      FROM (SELECT (SELECT m.max_running FROM runq.limit_settings AS m
-                     WHERE m.scope = 'tenant' AND (m.key = _slot_left.tenant_id OR m.key IS NULL)
-                     ORDER BY m.key IS NULL LIMIT 1) AS tenant_limit,
-                   (SELECT m.max_running FROM runq.limit_settings AS m
-                     WHERE m.scope = 'kind' AND (m.key = _slot_left.kind OR m.key IS NULL)
-                     ORDER BY m.key IS NULL LIMIT 1) AS kind_limit
-             OFFSET 0) AS l;  -- OFFSET 0: looked up once, not once per use
+    -- The limits: a key's own row, else its scope's default (runq._limit_of's
+    -- lookup, written in place as two index probes: each call of a helper
+    -- costs a plan's run and a change of search_path).
+    SELECT coalesce((SELECT m.max_running FROM runq.limit_settings AS m
+                      WHERE m.scope = 'tenant' AND m.key = _slot_left.tenant_id),
+                    (SELECT m.max_running FROM runq.limit_settings AS m
+                      WHERE m.scope = 'tenant' AND m.key IS NULL)),
+           coalesce((SELECT m.max_running FROM runq.limit_settings AS m
+                      WHERE m.scope = 'kind' AND m.key = _slot_left.kind),
+                    (SELECT m.max_running FROM runq.limit_settings AS m
+                      WHERE m.scope = 'kind' AND m.key IS NULL))
+      INTO v_tenant_limit, v_kind_limit;
     IF v_tenant_limit IS NULL AND v_kind_limit IS NULL THEN
         RETURN true;
     END IF;
-    IF v_debts AND runq._pay_debt(_slot_left.tenant_id, _slot_left.kind) THEN
-        RETURN true;
-    END IF;
-    IF NOT v_waiting THEN
+    IF EXISTS (SELECT FROM runq.limit_debts) AND runq._pay_debt(_slot_left.tenant_id, _slot_left.kind) THEN
         RETURN true;
     END IF;
     -- Tried, not waited for: this runs with the ended run's row locked, and a
@@ -549,38 +534,41 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock_shared(runq._settings_lock()) THEN
         RETURN true;
     END IF;
-    IF v_tenant_limit IS NOT NULL THEN
-        SELECT r.run_id INTO v_next
-          FROM runq.runs AS r
-         WHERE r.parked AND r.status = 'queued'
-           AND r.tenant_id = _slot_left.tenant_id
-           AND (r.kind = _slot_left.kind OR runq._limit_of('kind', r.kind) IS NULL)
-           AND r.ready_at <= clock_timestamp()
-           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
-         ORDER BY r.priority, r.ready_at, r.run_id
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED;
-    ELSE
-        SELECT r.run_id INTO v_next
-          FROM runq.runs AS r
-         WHERE r.parked AND r.status = 'queued'
-           AND r.kind = _slot_left.kind
-           AND (r.tenant_id = _slot_left.tenant_id OR runq._limit_of('tenant', r.tenant_id) IS NULL)
-           AND r.ready_at <= clock_timestamp()
-           AND NOT runq._paused(r.priority, r.kind, r.tenant_id)
-         ORDER BY r.priority, r.ready_at, r.run_id
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED;
-    END IF;
     -- No count here, ever: the rows of one statement (complete_many, a sweep)
     -- are all updated before the first of them gets here, so a count would
     -- see the slots the later rows are about to hand on, and give them twice.
     -- Parked runs that need a count of their other key wait for the sweep.
+    -- Only a limited key's parked runs are read: under a snapshot held for
+    -- long, a read steps over the entries its key's admissions left behind.
     -- No NOTIFY: the worker that ended the run has a free slot and claims
     -- again (a NOTIFY in every such commit would also serialize them).
-    IF v_next IS NOT NULL THEN
+    IF v_tenant_limit IS NOT NULL THEN
         UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
-         WHERE r.run_id = v_next;
+         WHERE r.run_id = (SELECT c.run_id
+                             FROM runq.runs AS c
+                            WHERE c.parked AND c.status = 'queued'
+                              AND c.tenant_id = _slot_left.tenant_id
+                              AND (c.kind = _slot_left.kind OR runq._limit_of('kind', c.kind) IS NULL)
+                              AND c.ready_at <= clock_timestamp()
+                              AND (NOT EXISTS (SELECT FROM runq.pause_settings)
+                                   OR NOT runq._paused(c.priority, c.kind, c.tenant_id))
+                            ORDER BY c.priority, c.ready_at, c.run_id
+                            LIMIT 1
+                              FOR UPDATE SKIP LOCKED);
+    ELSE
+        UPDATE runq.runs AS r SET parked = false, updated_at = clock_timestamp()
+         WHERE r.run_id = (SELECT c.run_id
+                             FROM runq.runs AS c
+                            WHERE c.parked AND c.status = 'queued'
+                              AND c.kind = _slot_left.kind
+                              AND (c.tenant_id = _slot_left.tenant_id
+                                   OR runq._limit_of('tenant', c.tenant_id) IS NULL)
+                              AND c.ready_at <= clock_timestamp()
+                              AND (NOT EXISTS (SELECT FROM runq.pause_settings)
+                                   OR NOT runq._paused(c.priority, c.kind, c.tenant_id))
+                            ORDER BY c.priority, c.ready_at, c.run_id
+                            LIMIT 1
+                              FOR UPDATE SKIP LOCKED);
     END IF;
     RETURN true;
 END

@@ -40,12 +40,22 @@ BEGIN
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
           FROM done AS d
     )
-    -- The run's slot is handed on when a limit is set (runq._slot_left); the
-    -- probe of runq.limit_settings is run once, and is all a queue without
-    -- limits pays.
+    -- The run's slot is handed on (runq._slot_left) only when a debt or a
+    -- parked run of one of its keys may be waiting for it: a queue without
+    -- limits pays one probe of runq.limit_settings, and one whose limits are
+    -- not reached a few more, in this statement, not a call of a function
+    -- (~50 us a run). The same gate as in runq.complete_many.
     SELECT true INTO v_done
       FROM done AS d
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(d.tenant_id, d.kind);
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings)
+        OR NOT (EXISTS (SELECT FROM runq.limit_debts)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.tenant_id = d.tenant_id)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
+        OR runq._slot_left(d.tenant_id, d.kind);
     IF v_done THEN
         RETURN true;
     END IF;

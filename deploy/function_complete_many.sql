@@ -44,12 +44,21 @@ BEGIN
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
           FROM done AS d
     )
-    -- Each run's slot is handed on when a limit is set (runq._slot_left), one
-    -- run after the other: a hand-on counts nothing, so the rows of one
-    -- statement cannot give one slot twice.
+    -- Each run's slot is handed on (runq._slot_left) only when a debt or a
+    -- parked run of one of its keys may be waiting for it, one run after the
+    -- other: a hand-on counts nothing, so the rows of one statement cannot
+    -- give one slot twice. The same gate as in runq.complete.
     SELECT array_agg(d.run_id) INTO v_done
       FROM done AS d
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(d.tenant_id, d.kind);
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings)
+        OR NOT (EXISTS (SELECT FROM runq.limit_debts)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.tenant_id = d.tenant_id)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
+        OR runq._slot_left(d.tenant_id, d.kind);
     RETURN QUERY SELECT a.run_id, a.applied
                    FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
                                            complete_many.results, v_done, 'complete', false) AS a;

@@ -161,8 +161,10 @@ def test_cpu_per_cycle_reports_each_queue(server_url: str) -> None:
     rows = {line.split("|")[1].strip(): float(line.split("|")[2])
             for line in out.stdout.splitlines() if line.startswith("| ") and "µs" not in line
             and "---" not in line}
-    assert set(rows) == {"minimal queue", "floor", "runq (working tree)",
-                         "runq, limits set, never reached", "runq at HEAD"}, out.stdout
+    assert set(rows) == {"minimal queue", "floor", *(
+        f"runq {at}{limits}" for at in ("(working tree)", "at HEAD")
+        for limits in ("", ", limits set, never reached", ", 6 of 12 tenants at a limit of 2"))}, \
+        out.stdout
     assert all(us > 0 for us in rows.values()), out.stdout
     assert rows["runq (working tree)"] > rows["minimal queue"], out.stdout
 
