@@ -551,9 +551,11 @@ def main() -> None:
                                                             ("saturated", (4, 16)))
                  for held in (False, True) for clients in ((16,) if held else counts)]
         limit_rates: dict[tuple[str, int, bool, bool], list[float]] = {}
-        for _ in range(sizes.reps):
+        for rep in range(sizes.reps):
             for case, clients, held in cases:
-                for limited in (False, True):
+                # Which goes first alternates: the second of a pair ran later
+                # into the WAL the first left (new segments, checkpoints).
+                for limited in ((False, True) if rep % 2 == 0 else (True, False)):
                     limit_rates.setdefault((case, clients, held, limited), []).append(
                         bench.limits_cycle_rate(case, limited, clients, held))
         say(f"## Claim + complete cycles under concurrency limits (median of {sizes.reps},"
