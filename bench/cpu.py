@@ -181,7 +181,7 @@ def main() -> None:
           f" median of {args.reps} interleaved repetitions\n")
     print("| queue | µs per cycle | range | / runq (working tree) |")
     print("| --- | ---: | ---: | ---: |")
-    for queue, rev in queues:
+    for queue, _ in queues:
         xs = samples[queue.name]
         print(f"| {labels[queue.name]} | {statistics.median(xs):.0f} | {min(xs):.0f}-{max(xs):.0f}"
               f" | {statistics.median(xs) / runq:.3f} |")

@@ -1,14 +1,18 @@
 -- Deploy runq:index_runs_ready to pg
--- requires: table_runs
+-- requires: function_claim
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs until the index's users finish; reads and writes go on.
 
-BEGIN;
-
--- The claim path: per class, oldest ready first. A claim walks this index in
--- key order for each requested class and stops at the first run whose ready_at
--- is in the future, so neither other classes nor delayed runs cost it a read.
--- run_id makes the order total. A claim's own update drops the run out of the
--- predicate, so the index holds only the backlog.
-CREATE INDEX runs_ready_idx ON runq.runs (priority, ready_at, run_id)
-    WHERE status = 'queued';
-
-COMMIT;
+-- Reworked after v0.1.3: runs_ready_idx is dropped. The claim reads runs_claimable_idx
+-- since (the same, without the parked runs), and nothing else needs this
+-- order; every submit, requeue and hand-on paid an entry here, and every
+-- claim left one dead.
+--
+-- No BEGIN/COMMIT: DROP INDEX CONCURRENTLY cannot run in a transaction. What
+-- it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which no writer conflicts
+-- with; then it waits for the transactions using the index. No timeout: the
+-- wait blocks no writer.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_idx;
+RESET statement_timeout;
+RESET lock_timeout;

@@ -1,26 +1,18 @@
 -- Deploy runq:index_runs_ready_kind to pg
--- requires: table_runs
+-- requires: function_claim
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs until the index's users finish; reads and writes go on.
 
--- A claim that names its kinds (claim's kinds argument) walks this index once
--- per class and kind it asks for, oldest ready first, so it never reads the
--- queued runs of kinds it did not ask for. Partial, like runs_ready_idx: a
--- submit and a requeue write an entry, a claim's or complete's update none.
+-- Reworked after v0.1.3: runs_ready_kind_idx is dropped. The claim reads runs_claimable_kind_idx
+-- since (the same, without the parked runs), and nothing else needs this
+-- order; every submit, requeue and hand-on paid an entry here, and every
+-- claim left one dead.
 --
--- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
--- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
--- heartbeats and completes do not conflict with (only DDL, VACUUM and ANALYZE
--- do), for the whole build: two scans of runs, minutes on 100 million runs.
--- It also waits for every transaction already open to finish. Neither wait
--- blocks a writer, so there is no lock timeout to keep short and no statement
--- timeout to fit: a timeout would only leave an INVALID index behind.
--- A build that failed for another reason leaves an INVALID index too; this
--- script drops such a leftover first, so deploying again is the remedy.
+-- No BEGIN/COMMIT: DROP INDEX CONCURRENTLY cannot run in a transaction. What
+-- it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which no writer conflicts
+-- with; then it waits for the transactions using the index. No timeout: the
+-- wait blocks no writer.
 SET lock_timeout = 0;
 SET statement_timeout = 0;
-SET client_min_messages = warning;  -- no NOTICE when there is no leftover
 DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_kind_idx;
-RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_ready_kind_idx ON runq.runs (priority, kind, ready_at, run_id)
-    WHERE status = 'queued';
 RESET statement_timeout;
 RESET lock_timeout;

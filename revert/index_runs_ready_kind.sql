@@ -1,12 +1,19 @@
--- Revert runq:index_runs_ready_kind from pg
+-- Revert runq:index_runs_ready_kind from pg (back to index_runs_ready_kind as v0.1.3 released it)
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
 
--- No BEGIN/COMMIT: DROP INDEX CONCURRENTLY cannot run in a transaction. What
--- it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which no writer conflicts
--- with, then it waits for the transactions using the index. It also drops an
--- INVALID index a failed deploy left. claim's revert runs first (the plan's
--- order): only a claim with kinds uses this index.
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs: minutes on 100 million runs), and it waits for every
+-- transaction already open. Neither wait blocks a writer, so no timeout: one
+-- would only leave an INVALID index behind. A failed build leaves one too;
+-- this script drops such a leftover first, so reverting again is the remedy.
 SET lock_timeout = 0;
 SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
 DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_kind_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_ready_kind_idx ON runq.runs (priority, kind, ready_at, run_id)
+    WHERE status = 'queued';
 RESET statement_timeout;
 RESET lock_timeout;

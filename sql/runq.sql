@@ -519,7 +519,7 @@ COMMENT ON COLUMN runq.runs.lease IS
 
 COMMIT;
 
--- ==== deploy/index_runs_ready.sql ====
+-- ==== deploy/index_runs_ready@v0.1.3.sql ====
 
 -- Deploy runq:index_runs_ready to pg
 -- requires: table_runs
@@ -3384,7 +3384,7 @@ Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1,
 
 COMMIT;
 
--- ==== deploy/index_runs_ready_kind.sql ====
+-- ==== deploy/index_runs_ready_kind@v0.1.3.sql ====
 
 -- Deploy runq:index_runs_ready_kind to pg
 -- requires: table_runs
@@ -8291,3 +8291,45 @@ $c$Take a failed run out of the dead letter: it is queued again, claimable at on
 Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;
+
+-- ==== deploy/index_runs_ready.sql ====
+
+-- Deploy runq:index_runs_ready to pg
+-- requires: function_claim
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs until the index's users finish; reads and writes go on.
+
+-- Reworked after v0.1.3: runs_ready_idx is dropped. The claim reads runs_claimable_idx
+-- since (the same, without the parked runs), and nothing else needs this
+-- order; every submit, requeue and hand-on paid an entry here, and every
+-- claim left one dead.
+--
+-- No BEGIN/COMMIT: DROP INDEX CONCURRENTLY cannot run in a transaction. What
+-- it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which no writer conflicts
+-- with; then it waits for the transactions using the index. No timeout: the
+-- wait blocks no writer.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_idx;
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/index_runs_ready_kind.sql ====
+
+-- Deploy runq:index_runs_ready_kind to pg
+-- requires: function_claim
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs until the index's users finish; reads and writes go on.
+
+-- Reworked after v0.1.3: runs_ready_kind_idx is dropped. The claim reads runs_claimable_kind_idx
+-- since (the same, without the parked runs), and nothing else needs this
+-- order; every submit, requeue and hand-on paid an entry here, and every
+-- claim left one dead.
+--
+-- No BEGIN/COMMIT: DROP INDEX CONCURRENTLY cannot run in a transaction. What
+-- it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which no writer conflicts
+-- with; then it waits for the transactions using the index. No timeout: the
+-- wait blocks no writer.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_kind_idx;
+RESET statement_timeout;
+RESET lock_timeout;

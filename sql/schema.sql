@@ -2820,10 +2820,6 @@ CREATE INDEX runs_queued_kind_idx ON runq.runs USING btree (parked, kind, priori
 
 CREATE INDEX runs_queued_tenant_idx ON runq.runs USING btree (parked, tenant_id, priority, ready_at, run_id) WHERE ((status)::text = 'queued'::text);
 
-CREATE INDEX runs_ready_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE ((status)::text = 'queued'::text);
-
-CREATE INDEX runs_ready_kind_idx ON runq.runs USING btree (priority, kind, ready_at, run_id) WHERE ((status)::text = 'queued'::text);
-
 CREATE INDEX runs_running_kind_idx ON runq.runs USING btree (kind) WHERE (((status)::text = 'running'::text) AND (lease IS NOT NULL));
 
 CREATE INDEX runs_running_tenant_idx ON runq.runs USING btree (tenant_id) WHERE (((status)::text = 'running'::text) AND (lease IS NOT NULL));

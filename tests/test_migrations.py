@@ -326,8 +326,8 @@ BREAKAGES = [
     pytest.param("domain_counter", "ALTER DOMAIN runq.counter DROP CONSTRAINT counter_check",
                  "ALTER DOMAIN runq.counter ADD CHECK (VALUE >= 0)",
                  "has no CHECK", id="domain-check"),
-    pytest.param("index_runs_ready_kind", valid("runq.runs_ready_kind_idx", "false"),
-                 valid("runq.runs_ready_kind_idx", "true"),
+    pytest.param("index_runs_claimable_kind", valid("runq.runs_claimable_kind_idx", "false"),
+                 valid("runq.runs_claimable_kind_idx", "true"),
                  "is not a valid index", id="index-invalid"),
     pytest.param("index_runs_session_active",
                  "DROP INDEX runq.runs_session_active_key;\n"

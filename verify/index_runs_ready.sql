@@ -1,4 +1,12 @@
--- Verify runq:index_runs_ready on pg
+-- Verify runq:index_runs_ready on pg (reworked after v0.1.3: dropped)
 
-\set index runq.runs_ready_idx
-\ir lib/index.sql
+\ir lib/begin.sql
+SET LOCAL verify.index = 'runq.runs_ready_idx';
+
+DO $$
+BEGIN
+    ASSERT to_regclass(current_setting('verify.index')) IS NULL,
+        format('%s still exists', current_setting('verify.index'));
+END $$;
+
+ROLLBACK;

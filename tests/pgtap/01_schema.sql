@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(363);
+SELECT plan(361);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -262,7 +262,7 @@ SELECT is(
 -- ---------------------------------------------------------------------------
 SELECT indexes_are('runq', 'settings', ARRAY['settings_pkey']);
 SELECT indexes_are('runq', 'runs',
-    ARRAY['runs_pkey', 'runs_ready_idx', 'runs_ready_kind_idx', 'runs_session_active_key',
+    ARRAY['runs_pkey', 'runs_session_active_key',
           'runs_held_idx', 'runs_queue_expiry_idx', 'runs_dead_letter_idx',
           'runs_claimable_idx', 'runs_claimable_kind_idx', 'runs_queued_tenant_idx',
           'runs_queued_kind_idx', 'runs_running_tenant_idx', 'runs_running_kind_idx',
@@ -278,10 +278,6 @@ SELECT indexes_are('runq', 'pause_settings', ARRAY['pause_settings_pkey']);
 
 SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, idx || ' is defined as designed')
   FROM (VALUES
-    ('runs_ready_idx',
-     'CREATE INDEX runs_ready_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE ((status)::text = ''queued''::text)'),
-    ('runs_ready_kind_idx',
-     'CREATE INDEX runs_ready_kind_idx ON runq.runs USING btree (priority, kind, ready_at, run_id) WHERE ((status)::text = ''queued''::text)'),
     ('runs_session_active_key',
      'CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text])) AND (session_id IS NOT NULL))'),
     ('runs_held_idx',
@@ -290,7 +286,7 @@ SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, 
      'CREATE INDEX runs_queue_expiry_idx ON runq.runs USING btree (expires_at) WHERE (((status)::text = ''queued''::text) AND (expires_at IS NOT NULL))'),
     ('runs_dead_letter_idx',
      'CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_at) WHERE ((status)::text = ''failed''::text)'),
-    -- What claim walks: the ready indexes without the parked runs.
+    -- What claim walks: the queued runs by class (and kind) and age, but the parked ones.
     ('runs_claimable_idx',
      'CREATE INDEX runs_claimable_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE (((status)::text = ''queued''::text) AND (NOT parked))'),
     ('runs_claimable_kind_idx',

@@ -63,10 +63,10 @@ SELECT cmp_ok(:backlog_async::bigint, '<', 60::bigint, 'an async claim touches a
 SELECT cmp_ok(:backlog_both::bigint, '<', 60::bigint, 'a two-class claim touches a handful of buffers');
 
 -- The claim's pick, as a generic plan (parameters like the function's), walks
--- runs_ready_idx with both the class and the ready time as index conditions.
+-- runs_claimable_idx with both the class and the ready time as index conditions.
 PREPARE pick(integer[], timestamptz, integer) AS
     SELECT r.run_id FROM runq.runs AS r
-     WHERE r.status = 'queued' AND r.priority = ANY ($1) AND r.ready_at <= $2
+     WHERE r.status = 'queued' AND NOT r.parked AND r.priority = ANY ($1) AND r.ready_at <= $2
      ORDER BY r.priority, r.ready_at, r.run_id
      LIMIT $3 FOR UPDATE SKIP LOCKED;
 SET LOCAL plan_cache_mode = force_generic_plan;
@@ -81,8 +81,8 @@ BEGIN
     RETURN v_all;
 END $$;
 
-SELECT matches(pg_temp.pick_plan(), 'Index Scan using runs_ready_idx',
-    'the pick walks runs_ready_idx');
+SELECT matches(pg_temp.pick_plan(), 'Index Scan using runs_claimable_idx',
+    'the pick walks runs_claimable_idx');
 SELECT matches(pg_temp.pick_plan(), 'Index Cond: \(\(\(?priority\)?(::smallint)? = ANY \(\$1\)\) AND \(ready_at <= \$2\)\)',
     'class and ready time are both index conditions, so future runs end the walk');
 
