@@ -14,11 +14,12 @@ SET LOCAL statement_timeout = '10s';
 -- runq.release (a lease given back: released => true). The caller has locked
 -- the runs, which are 'running'. For each run, in this order:
 --   1. cancel requested                      -> cancelled
---   2. attempts used up (not on release)     -> failed, max_attempts_exceeded
---   3. policy 'fail'                         -> failed, orphaned
---   4. policy 'zero_work': no turn, no tool call and inside queue_ttl
+--   2. past its deadline                     -> failed, deadline_exceeded
+--   3. attempts used up (not on release)     -> failed, max_attempts_exceeded
+--   4. policy 'fail'                         -> failed, orphaned
+--   5. policy 'zero_work': no turn, no tool call and inside queue_ttl
 --                                            -> requeued at once; else orphaned
---   5. policy 'resume'                       -> requeued; the sweep backs off
+--   6. policy 'resume'                       -> requeued; the sweep backs off
 --                                               least(cap, base * 2^(attempts-1)),
 --                                               a release does not
 -- A release gives back the attempt its claim took. Tool calls the dead epoch
@@ -26,6 +27,7 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.3: the runs it moves call the admission functions
 -- when limits or pauses are set (deploy/admission.sql).
+-- A run past its deadline fails (deploy/stop_failures.sql).
 CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -39,6 +41,7 @@ BEGIN
     WITH decided AS (
         SELECT r.run_id,
                CASE WHEN r.cancel_requested THEN 'cancelled'
+                    WHEN r.deadline <= _expire_leases.at THEN 'deadline_exceeded'
                     WHEN NOT released AND r.attempts >= r.max_attempts THEN 'dead_lettered'
                     WHEN r.recovery_policy = 'fail' THEN 'orphaned'
                     WHEN r.recovery_policy = 'zero_work'
@@ -61,6 +64,7 @@ BEGIN
                        THEN _expire_leases.at + runq._backoff(r.attempts)
                    ELSE NULL END,
                failure = CASE d.action
+                   WHEN 'deadline_exceeded' THEN runq._stop_failure(r, false, _expire_leases.at)
                    WHEN 'dead_lettered' THEN jsonb_build_object(
                        'code', 'max_attempts_exceeded',
                        'message', format('lease expired on attempt %s of %s', r.attempts, r.max_attempts),

@@ -4,6 +4,7 @@
 -- requires: function__resolve_tool_calls
 -- requires: argument_checks
 -- requires: admission
+-- requires: stop_failures
 
 BEGIN;
 
@@ -15,6 +16,9 @@ SET LOCAL statement_timeout = '10s';
 --   * no such run                      -> RQ003 (only a run that exists can fence);
 --   * ours, but cancel was requested   -> the run becomes cancelled now, in this
 --     (when the write honours cancel)     statement's transaction; false;
+--   * ours, past its deadline, or at   -> the run becomes failed now (deadline_exceeded,
+--     its budget (begin_turn only)        budget_exhausted), in this transaction; false;
+--     (when the write honours cancel)
 --   * an epoch the run never had (negative, or above its lease_epoch: no
 --     claim has issued it yet) -> false and no event: a run.fenced there
 --     would come before that epoch's run.claimed, and would take the place
@@ -81,6 +85,33 @@ BEGIN
         END IF;
     END IF;
 
+    -- Past its deadline, or (begin_turn only) at its budget: the holder's
+    -- call fails the run, after a cancel flag and deadline first
+    -- (runq._stop_failure). Tested again under the row lock, as the cancel is.
+    IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        WITH failed AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed',
+                   failure = runq._stop_failure(r, operation = 'begin_turn', v_now),
+                   lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = _refuse.run_id
+               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+               AND NOT r.cancel_requested
+               AND runq._stop_failure(r, operation = 'begin_turn', v_now) IS NOT NULL
+            RETURNING r.run_id, r.lease_epoch, r.failure
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure::jsonb, v_now
+          FROM failed AS f;
+        IF FOUND THEN
+            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
+            RETURN false;
+        END IF;
+    END IF;
+
     -- Running under the very epoch the fence missed: that epoch was issued
     -- after the fence ran (a forged epoch a claim has just reached), so it was
     -- one the run never had then. Its worker's own fencing, later, logs it.
@@ -101,6 +132,6 @@ $$;
 REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
-    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, a failure past the deadline or (begin_turn) at the budget, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
 COMMIT;

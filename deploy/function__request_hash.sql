@@ -1,30 +1,45 @@
 -- Deploy runq:function__request_hash to pg
--- requires: schema_runq
+-- requires: function__request_hash@v0.1.3
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Called by runq.submit only. The hash covers what the contract names and
 -- nothing that depends on the session's settings: times and intervals enter
 -- as epoch seconds, not as text (which would follow TimeZone/IntervalStyle),
 -- and jsonb's text form has a canonical key order.
+--
+-- Reworked after v0.1.3: it covers budget and timeout too, appended to the
+-- array only when either is given, so a request without them hashes exactly
+-- as before and a key stored by v0.1 still recognises its retry. A new
+-- signature: the old one is dropped.
+-- Internal, called by runq.submit alone, which is reworked after this.
+-- squawk-ignore ban-drop-function
+DROP FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval);
 CREATE FUNCTION runq._request_hash(
     kind text, payload jsonb, session_id text, priority integer,
     scheduled_for timestamptz, max_attempts integer, recovery_policy text,
-    queue_ttl interval)
+    queue_ttl interval, budget jsonb, timeout interval)
     RETURNS bytea
     LANGUAGE sql
     STABLE
     SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT sha256(convert_to(jsonb_build_array(
-               kind, payload, session_id, priority,
-               extract(epoch FROM scheduled_for), max_attempts, recovery_policy,
-               extract(epoch FROM queue_ttl))::text, 'UTF8'))
+    SELECT sha256(convert_to((
+               jsonb_build_array(
+                   kind, payload, session_id, priority,
+                   extract(epoch FROM scheduled_for), max_attempts, recovery_policy,
+                   extract(epoch FROM queue_ttl))
+               || CASE WHEN budget IS NULL AND timeout IS NULL THEN '[]'::jsonb
+                       ELSE jsonb_build_array(budget, extract(epoch FROM timeout)) END
+           )::text, 'UTF8'))
 $$;
 
-REVOKE ALL ON FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval, jsonb, interval) FROM PUBLIC;
 
-COMMENT ON FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval) IS
-    'Internal: SHA-256 of a submit request, compared when an idempotency key is reused.';
+COMMENT ON FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval, jsonb, interval) IS
+    'Internal: SHA-256 of a submit request, compared when an idempotency key is reused; without budget and timeout, the hash v0.1 computed.';
 
 COMMIT;

@@ -2,6 +2,7 @@
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: admission
+-- requires: columns_runs_deadline
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
@@ -22,6 +23,7 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.3: a run that leaves its slot hands it on when a
 -- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- Past the run's deadline it fails the run instead (runq._refuse).
 CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -46,6 +48,7 @@ BEGIN
          WHERE r.run_id = ask_user.run_id
            AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
            AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -68,7 +71,7 @@ REVOKE ALL ON FUNCTION runq.ask_user(bigint, bigint, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.ask_user(bigint, bigint, jsonb) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.ask_user(bigint, bigint, jsonb) IS
-$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run's deadline (the run becomes failed, deadline_exceeded).
 Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
 
 COMMIT;

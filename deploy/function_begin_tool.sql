@@ -23,6 +23,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.2: the arguments are checked by the shared checks of
 -- argument_checks.
+--
+-- Reworked after v0.1.3: past the run's deadline, the holder's call fails
+-- the run (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.begin_tool(
     run_id       bigint,
     epoch        bigint,
@@ -54,7 +57,8 @@ BEGIN
        SET tools_begun = r.tools_begun + 1, updated_at = v_now
      WHERE r.run_id = begin_tool.run_id
        AND r.status = 'running' AND r.lease_epoch = begin_tool.epoch  -- fence
-       AND NOT r.cancel_requested;
+       AND NOT r.cancel_requested
+       AND (r.deadline IS NULL OR r.deadline > v_now);  -- else runq._refuse fails it
     IF NOT FOUND THEN
         RETURN runq._refuse(begin_tool.run_id, begin_tool.epoch, 'begin_tool', true);
     END IF;
@@ -94,7 +98,7 @@ REVOKE ALL ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) 
 GRANT EXECUTE ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) IS
-$c$Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool's class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+$c$Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool's class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run's deadline (it becomes failed, deadline_exceeded).
 Raises 22023 (NULL run_id or epoch, a call_id or tool not of 1 to 256 characters, an idempotency not read_only, idempotent or non_idempotent, args not an object), RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch).$c$;
 
 COMMIT;

@@ -7,11 +7,19 @@
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by workers before every chargeable model call. The counter is what
 -- the zero_work recovery policy reads: a run that began a turn may have
 -- charged someone and is never silently run again.
 -- Raises RQ003; false when fenced or cancelled.
-CREATE FUNCTION runq.begin_turn(run_id bigint, epoch bigint)
+--
+-- Reworked after v0.1.3: past the run's deadline, the holder's call fails
+-- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- And the budget gate: once a total of the run's usage has reached its
+-- budget, the call fails the run (budget_exhausted) instead of counting a turn.
+CREATE OR REPLACE FUNCTION runq.begin_turn(run_id bigint, epoch bigint)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -27,6 +35,8 @@ BEGIN
          WHERE r.run_id = begin_turn.run_id
            AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
            AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+           AND (r.budget IS NULL OR runq._budget_overrun(r.usage, r.budget) IS NULL)  -- the gate
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -44,7 +54,7 @@ REVOKE ALL ON FUNCTION runq.begin_turn(bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.begin_turn(bigint, bigint) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.begin_turn(bigint, bigint) IS
-$c$Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run's turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run).$c$;
+$c$Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run's turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled), past the run's deadline (it becomes failed, deadline_exceeded), or, the budget gate, once a total of the run's usage has reached its budget (usage[k] >= budget[k]: it becomes failed, budget_exhausted, naming the key, the limit and the total).
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
 
 COMMIT;

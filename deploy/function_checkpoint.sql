@@ -19,6 +19,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.2: its arguments are checked by the shared checks of
 -- argument_checks.
+--
+-- Reworked after v0.1.3: past the run's deadline, the holder's call fails
+-- the run (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -41,6 +44,7 @@ BEGIN
          WHERE r.run_id = checkpoint.run_id
            AND r.status = 'running' AND r.lease_epoch = checkpoint.epoch  -- fence
            AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
         RETURNING r.run_id, r.lease_epoch, r.last_checkpoint
     ), stored AS (
         INSERT INTO runq.checkpoints (run_id, seq, epoch, created_at, state)
@@ -62,7 +66,7 @@ REVOKE ALL ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) IS
-$c$Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+$c$Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run's deadline (it becomes failed, deadline_exceeded).
 Raises 22023 (NULL run_id, epoch or state), RQ003 (no such run).$c$;
 
 COMMIT;

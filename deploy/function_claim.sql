@@ -11,6 +11,8 @@
 -- requires: argument_checks
 -- requires: function__swap_in
 -- requires: index_runs_parked
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
 
 BEGIN;
 
@@ -38,8 +40,15 @@ SET LOCAL statement_timeout = '10s';
 -- (deploy/admission.sql), so it checks nothing and skips nothing. A claim
 -- that finds fewer runs than it asked for, while runs of its classes are
 -- parked, asks runq._swap_in for them once (a tenant's slots held by its own
--- runs of other classes or kinds) and looks again.
-CREATE OR REPLACE FUNCTION runq.claim(
+-- runs of other classes or kinds) and looks again. Its rows end with the
+-- run's deadline, budget and usage totals, so a worker knows its limits: a
+-- new result type, so the function is dropped and created again (its grants
+-- and comment with it, below).
+-- What squawk warns of cannot happen: every call resolves to the new one,
+-- whose rows only gain columns at their end.
+-- squawk-ignore ban-drop-function
+DROP FUNCTION runq.claim(integer[], text, interval, integer, text[]);
+CREATE FUNCTION runq.claim(
     classes    integer[],
     worker_id  text     DEFAULT NULL,
     lease      interval DEFAULT NULL,
@@ -48,7 +57,8 @@ CREATE OR REPLACE FUNCTION runq.claim(
     RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text,
                   kind text, priority integer, payload jsonb, attempt integer,
                   checkpoint jsonb, inputs jsonb, resumed boolean,
-                  lease_expires_at timestamptz)
+                  lease_expires_at timestamptz, deadline timestamptz, budget jsonb,
+                  usage jsonb)
     LANGUAGE plpgsql
     VOLATILE
     SECURITY DEFINER
@@ -115,7 +125,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -133,7 +143,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
@@ -185,7 +195,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -203,7 +213,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;
@@ -229,7 +239,7 @@ REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) FR
 GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) IS
-$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. deadline, budget and usage are the run's (usage: the totals every attempt recorded, {} when none). lease defaults to runq.settings.lease. Zero rows when nothing is ready.
 Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).$c$;
 
 COMMIT;

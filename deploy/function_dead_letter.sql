@@ -2,6 +2,8 @@
 -- requires: table_runs
 -- requires: index_runs_dead_letter
 -- requires: type_run_info
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
 -- requires: role_runq_admin
 -- requires: argument_checks
 
@@ -15,6 +17,9 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 (max_runs NULL or below 1).
 --
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+--
+-- Reworked after v0.1.3: its rows end with the run's usage totals, budget
+-- and deadline (runq.run_info gained them).
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql
@@ -32,7 +37,8 @@ BEGIN
         SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
-               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
+               r.usage, r.budget::jsonb, r.deadline
           FROM runq.runs AS r
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC

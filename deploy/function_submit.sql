@@ -8,6 +8,9 @@
 -- requires: role_runq_client
 -- requires: role_runq_admin
 -- requires: argument_checks
+-- requires: argument_check_usage
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
 
 BEGIN;
 
@@ -30,7 +33,16 @@ SET LOCAL statement_timeout = '10s';
 -- argument_checks. Reworked after v0.1.0, when runq.purge began to delete
 -- keys: a key deleted between the insert that met it and the read of it is
 -- taken again, instead of answering 'duplicate' with no run.
-CREATE OR REPLACE FUNCTION runq.submit(
+--
+-- Reworked after v0.1.3: budget and timeout, appended with defaults so every
+-- v0.1 call (by name or by position) still means what it meant, and both in
+-- the request hash. A new signature: the old one is dropped (with its grants).
+-- What squawk warns of, a client broken by the drop, cannot happen here:
+-- every v0.1 call, positional or named, resolves to the new one through the
+-- defaults.
+-- squawk-ignore ban-drop-function
+DROP FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval);
+CREATE FUNCTION runq.submit(
     tenant_id        text,
     kind             text,
     payload          jsonb       DEFAULT '{}',
@@ -41,7 +53,9 @@ CREATE OR REPLACE FUNCTION runq.submit(
     scheduled_for    timestamptz DEFAULT NULL,
     max_attempts     integer     DEFAULT 3,
     recovery_policy  text        DEFAULT 'resume',
-    queue_ttl        interval    DEFAULT NULL)
+    queue_ttl        interval    DEFAULT NULL,
+    budget           jsonb       DEFAULT NULL,
+    timeout          interval    DEFAULT NULL)
     RETURNS TABLE(run_id bigint, outcome text)
     LANGUAGE plpgsql
     VOLATILE
@@ -77,7 +91,9 @@ BEGIN
                                         submit.scheduled_for) END)
        AND runq._check_count('max_attempts', submit.max_attempts)
        AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
-       AND runq._check_duration('queue_ttl', submit.queue_ttl) THEN
+       AND runq._check_duration('queue_ttl', submit.queue_ttl)
+       AND runq._check_usage('budget', submit.budget, optional => true)
+       AND runq._check_duration('timeout', submit.timeout) THEN
     END IF;
 
     -- 1. Idempotency.
@@ -85,7 +101,7 @@ BEGIN
         v_hash := runq._request_hash(submit.kind, submit.payload, submit.session_id,
                                      submit.priority, submit.scheduled_for,
                                      submit.max_attempts, submit.recovery_policy,
-                                     submit.queue_ttl);
+                                     submit.queue_ttl, submit.budget, submit.timeout);
         -- A purge can delete the key, with its finished run, between the
         -- insert that met it and the read below: the key is free then, so
         -- this submit tries to take it again.
@@ -142,11 +158,12 @@ BEGIN
             INSERT INTO runq.runs AS r
                    (created_at, updated_at, scheduled_for, expires_at, queue_ttl,
                     max_attempts, priority, recovery_policy, tenant_id, session_id,
-                    kind, principal_id, payload)
+                    kind, principal_id, payload, budget, timeout, deadline)
             VALUES (v_now, v_now, submit.scheduled_for, v_now + submit.queue_ttl,
                     submit.queue_ttl, submit.max_attempts, submit.priority,
                     submit.recovery_policy, submit.tenant_id, submit.session_id,
-                    submit.kind, submit.principal_id, submit.payload)
+                    submit.kind, submit.principal_id, submit.payload,
+                    submit.budget, submit.timeout, v_now + submit.timeout)
             ON CONFLICT (tenant_id, session_id)
                WHERE status IN ('queued', 'running', 'waiting_for_user')
                  AND session_id IS NOT NULL
@@ -197,14 +214,14 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval)
+REVOKE ALL ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval)
     TO runq_client, runq_admin;
 
-COMMENT ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval) IS
+COMMENT ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval) IS
 $c$Submit a run, or route the request to the session's waiting run.
 Returns (run_id, outcome): outcome is created, duplicate (same idempotency key and request: the original run, nothing changed) or input_delivered (the session's waiting_for_user run got payload as input and is queued again).
-priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired.
+priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired. budget: limits on the run's recorded usage over all its attempts, e.g. {"cost_usd": 2.00} (runq.record_usage; begin_turn fails the run once a total reaches its limit). timeout: the run must be terminal within it (deadline = now + timeout), else it fails with deadline_exceeded. A submit that delivers input to a waiting run leaves that run's budget and timeout as they were.
 Identifiers (tenant_id, kind, session_id, idempotency_key, principal_id) are at most 256 characters.
 Raises RQ001 (idempotency key reused for another request), RQ002 (the session has a queued or running run), 22023 (bad argument).$c$;
 

@@ -7,6 +7,8 @@
 -- requires: role_runq_admin
 -- requires: argument_checks
 -- requires: admission
+-- requires: index_runs_deadline
+-- requires: stop_failures
 
 BEGIN;
 
@@ -17,14 +19,16 @@ SET LOCAL statement_timeout = '10s';
 -- processes at once: every pick is FOR UPDATE SKIP LOCKED, so concurrent
 -- sweepers split the work and a run is decided once. Up to max_runs runs in
 -- all: first running runs whose lease has expired (oldest expiry first,
--- through runq._expire_leases), then queued runs past their queue_ttl.
+-- through runq._expire_leases), then runs past their deadline, then queued
+-- runs past their queue_ttl.
 -- Raises 22023 (max_runs NULL or below 1).
 --
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 --
 -- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
 -- of the admissions (deploy/admission.sql), and an admitted run it expires
--- hands its slot on.
+-- hands its slot on. It fails runs past their deadline (deadline_exceeded),
+-- in any status not terminal.
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -35,6 +39,10 @@ AS $$
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_expired  bigint[];
+    v_late     bigint[];  -- past their deadline: running (their lease still live)
+    v_queued   bigint[];  --   queued
+    v_waiting  bigint[];  --   waiting_for_user
+    v_left     integer;   -- of max_runs
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -56,7 +64,58 @@ BEGIN
                        FROM runq._expire_leases(v_expired, false, v_now) AS e;
     END IF;
 
-    IF cardinality(v_expired) < sweep.max_runs THEN
+    -- Past their deadline, in any status not terminal (the expired leases
+    -- above met the deadline as their second rule). A running one goes the
+    -- same way, through runq._expire_leases: cancel flag first, then the
+    -- deadline; its tool calls resolved. Nothing due: one probe of
+    -- runs_deadline_idx.
+    v_left := sweep.max_runs - cardinality(v_expired);
+    IF v_left > 0 THEN
+        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'running'), '{}'),
+               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
+               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'waiting_for_user'), '{}')
+          INTO v_late, v_queued, v_waiting
+          FROM (SELECT r.run_id, r.status
+                  FROM runq.runs AS r
+                 WHERE r.deadline IS NOT NULL
+                   AND r.status IN ('queued', 'running', 'waiting_for_user')
+                   AND r.deadline <= v_now
+                 ORDER BY r.deadline, r.run_id
+                 LIMIT v_left
+                   FOR UPDATE SKIP LOCKED) AS x;
+        v_left := v_left - cardinality(v_late) - cardinality(v_queued) - cardinality(v_waiting);
+    END IF;
+
+    IF cardinality(v_late) > 0 THEN
+        RETURN QUERY SELECT e.run_id, e.action
+                       FROM runq._expire_leases(v_late, false, v_now) AS e;
+    END IF;
+
+    IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN
+        PERFORM runq._resolve_tool_calls(v_queued || v_waiting, v_now);
+        RETURN QUERY
+        WITH failed AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed', failure = runq._stop_failure(r, false, v_now),
+                   question = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = ANY (v_queued || v_waiting)
+            -- An admitted queued run held a slot of its keys' limits; a
+            -- parked or a waiting one held none.
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind,
+                      r.run_id = ANY (v_queued) AND NOT r.parked AS held_slot
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+              FROM failed AS f
+        )
+        SELECT f.run_id, 'deadline_exceeded'::text
+          FROM failed AS f
+         WHERE NOT f.held_slot OR NOT EXISTS (SELECT FROM runq.limit_settings)
+            OR runq._slot_left(f.tenant_id, f.kind)
+         ORDER BY f.run_id;
+    END IF;
+
+    IF v_left > 0 THEN
         RETURN QUERY
         WITH overdue AS (
             SELECT r.run_id
@@ -66,7 +125,7 @@ BEGIN
                -- a run requeued just above is decided for this sweep
                AND r.run_id <> ALL (v_expired)
              ORDER BY r.expires_at, r.run_id
-             LIMIT sweep.max_runs - cardinality(v_expired)
+             LIMIT v_left
                FOR UPDATE SKIP LOCKED
         ), expired AS (
             UPDATE runq.runs AS r
@@ -104,7 +163,7 @@ REVOKE ALL ON FUNCTION runq.sweep(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.sweep(integer) IS
-$c$Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
+$c$Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
 Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;

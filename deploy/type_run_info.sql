@@ -1,30 +1,20 @@
 -- Deploy runq:type_run_info to pg
--- requires: schema_runq
+-- requires: type_run_info@v0.1.3
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
 
 BEGIN;
 
--- The row runq.get_run returns. A composite type rather than RETURNS TABLE:
--- PL/pgSQL refuses an output column named like the run_id parameter.
-CREATE TYPE runq.run_info AS (
-    run_id            bigint,
-    tenant_id         text,
-    session_id        text,
-    kind              text,
-    status            text,
-    priority          integer,
-    attempts          integer,
-    max_attempts      integer,
-    scheduled_for     timestamptz,
-    lease_epoch       bigint,
-    cancel_requested  boolean,
-    result            jsonb,
-    failure           jsonb,
-    question          jsonb,
-    created_at        timestamptz,
-    updated_at        timestamptz,
-    finished_at       timestamptz
-);
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
-COMMENT ON TYPE runq.run_info IS 'One run as runq.get_run shows it.';
+-- A run's cost and time, after finished_at (the contract appends new columns
+-- so that every v0.1 reader of the first ones still works). No table has a
+-- column of this type, so nothing is rewritten; get_run and dead_letter are
+-- reworked to fill them (their next changes).
+ALTER TYPE runq.run_info
+    ADD ATTRIBUTE usage jsonb,
+    ADD ATTRIBUTE budget jsonb,
+    ADD ATTRIBUTE deadline timestamptz;
 
 COMMIT;

@@ -1,11 +1,12 @@
 -- Revert runq:function_begin_tool from pg
--- (back to begin_tool as v0.1.2 released it)
+-- (back to begin_tool as v0.1.3 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: table_tool_calls
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -20,6 +21,9 @@ SET LOCAL statement_timeout = '10s';
 -- repeat under the same epoch (a client retry); a finished call may not.
 -- Raises 22023 (bad arguments), RQ003, RQ004 (call already finished or
 -- started by another epoch); false when fenced or cancelled.
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks.
 CREATE OR REPLACE FUNCTION runq.begin_tool(
     run_id       bigint,
     epoch        bigint,
@@ -37,21 +41,14 @@ DECLARE
     v_now     timestamptz := clock_timestamp();
     v_status  text;
 BEGIN
-    IF begin_tool.call_id IS NULL OR length(begin_tool.call_id) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('call_id must be 1 to 256 characters, got %L', left(begin_tool.call_id, 100));
-    ELSIF begin_tool.tool IS NULL OR length(begin_tool.tool) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('tool must be 1 to 256 characters, got %L', left(begin_tool.tool, 100));
-    ELSIF begin_tool.idempotency IS NULL
-          OR begin_tool.idempotency NOT IN ('read_only', 'idempotent', 'non_idempotent') THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('idempotency must be read_only, idempotent or non_idempotent, got %L',
-                             left(begin_tool.idempotency, 100));
-    ELSIF begin_tool.args IS NULL OR jsonb_typeof(begin_tool.args) <> 'object' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('args must be a jsonb object, got %s',
-                             coalesce(jsonb_typeof(begin_tool.args), 'NULL'));
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_identifier('call_id', begin_tool.call_id)
+       AND runq._check_identifier('tool', begin_tool.tool)
+       AND runq._check_choice('idempotency', begin_tool.idempotency,
+                              'read_only, idempotent, non_idempotent')
+       AND runq._check_object('args', begin_tool.args) THEN
     END IF;
 
     UPDATE runq.runs AS r
@@ -99,6 +96,6 @@ GRANT EXECUTE ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, json
 
 COMMENT ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) IS
 $c$Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool's class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch), 22023 (bad argument).$c$;
+Raises 22023 (NULL run_id or epoch, a call_id or tool not of 1 to 256 characters, an idempotency not read_only, idempotent or non_idempotent, args not an object), RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch).$c$;
 
 COMMIT;

@@ -1,11 +1,12 @@
 -- Revert runq:function_checkpoint from pg
--- (back to checkpoint as v0.1.2 released it)
+-- (back to checkpoint as v0.1.3 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: table_checkpoints
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -16,6 +17,9 @@ SET LOCAL statement_timeout = '10s';
 -- update points the run at the new checkpoint (a HOT update: last_checkpoint
 -- is not indexed), stores the state and logs run.checkpointed.
 -- Raises 22023 (NULL state), RQ003; false when fenced or cancelled.
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
 CREATE OR REPLACE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -26,8 +30,10 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
 BEGIN
-    IF checkpoint.state IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'state must not be NULL';
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('state', checkpoint.state) THEN
     END IF;
 
     WITH pointed AS (
@@ -58,6 +64,6 @@ GRANT EXECUTE ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) TO runq_worker,
 
 COMMENT ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) IS
 $c$Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run), 22023 (NULL state).$c$;
+Raises 22023 (NULL run_id, epoch or state), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -29,7 +29,10 @@ SET LOCAL statement_timeout = '10s';
 -- and, when one fails, named by the shared checks of argument_checks,
 -- instead of by rules written out twice. Same plan; the messages read as
 -- every other 22023 does.
-CREATE OR REPLACE FUNCTION runq.claim(
+-- The result type of v0.1.3 (without deadline, budget and usage): dropped
+-- and created again.
+DROP FUNCTION runq.claim(integer[], text, interval, integer, text[]);
+CREATE FUNCTION runq.claim(
     classes    integer[],
     worker_id  text     DEFAULT NULL,
     lease      interval DEFAULT NULL,

@@ -1,9 +1,10 @@
 -- Revert runq:function_dead_letter from pg
--- (back to dead_letter as v0.1.2 released it)
+-- (back to dead_letter as v0.1.3 released it)
 -- requires: table_runs
 -- requires: index_runs_dead_letter
 -- requires: type_run_info
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -12,7 +13,9 @@ SET LOCAL statement_timeout = '10s';
 
 -- Called by operators (runq failed). Reads only failed runs, through the
 -- partial runs_dead_letter_idx, newest failure first.
--- Raises 22023 (max_runs below 1).
+-- Raises 22023 (max_runs NULL or below 1).
+--
+-- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql
@@ -21,10 +24,10 @@ CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF dead_letter.max_runs IS NULL OR dead_letter.max_runs < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_runs must be at least 1, got %s',
-                             coalesce(dead_letter.max_runs::text, 'NULL'));
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', dead_letter.max_runs) THEN
     END IF;
     RETURN QUERY
         SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
@@ -43,6 +46,6 @@ GRANT EXECUTE ON FUNCTION runq.dead_letter(integer) TO runq_admin;
 
 COMMENT ON FUNCTION runq.dead_letter(integer) IS
 $c$The dead letter: up to max_runs failed runs, newest failure first, with the columns of runq.get_run (failure says why). runq.redrive takes one back out.
-Raises 22023 (max_runs below 1).$c$;
+Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;

@@ -1,5 +1,5 @@
 -- Revert runq:function_submit from pg
--- (back to submit as v0.1.2 released it)
+-- (back to submit as v0.1.3 released it)
 -- requires: table_runs
 -- requires: index_runs_session_active
 -- requires: table_run_events
@@ -8,6 +8,7 @@
 -- requires: function__deliver_input
 -- requires: role_runq_client
 -- requires: role_runq_admin
+-- requires: argument_checks
 
 BEGIN;
 
@@ -26,10 +27,12 @@ SET LOCAL statement_timeout = '10s';
 --      a concurrent submit that won the session makes this one RQ002.
 -- Raises 22023 for bad arguments, RQ001, RQ002. Notifies channel runq.
 --
--- Reworked after v0.1.0, when runq.purge began to delete keys: a key deleted
--- between the insert that met it and the read of it is taken again, instead
--- of answering 'duplicate' with no run.
-CREATE OR REPLACE FUNCTION runq.submit(
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks. Reworked after v0.1.0, when runq.purge began to delete
+-- keys: a key deleted between the insert that met it and the read of it is
+-- taken again, instead of answering 'duplicate' with no run.
+DROP FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval);
+CREATE FUNCTION runq.submit(
     tenant_id        text,
     kind             text,
     payload          jsonb       DEFAULT '{}',
@@ -57,49 +60,26 @@ DECLARE
     v_status    text;
     v_run_id    bigint;
 BEGIN
-    -- Identifiers are bounded so that every index key fits a B-tree page,
-    -- whatever their encoding, and messages quote at most 100 characters.
-    IF submit.tenant_id IS NULL OR length(submit.tenant_id) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('tenant_id must be 1 to 256 characters, got %L', left(submit.tenant_id, 100));
-    ELSIF submit.kind IS NULL OR length(submit.kind) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('kind must be 1 to 256 characters, got %L', left(submit.kind, 100));
-    ELSIF submit.payload IS NULL OR jsonb_typeof(submit.payload) <> 'object' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('payload must be a jsonb object, got %s',
-                             coalesce(jsonb_typeof(submit.payload), 'NULL'));
-    ELSIF length(submit.session_id) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('session_id must be NULL or 1 to 256 characters, got %L',
-                             left(submit.session_id, 100));
-    ELSIF submit.priority IS NULL OR submit.priority NOT BETWEEN 0 AND 32767 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('priority must be between 0 and 32767, got %s',
-                             coalesce(submit.priority::text, 'NULL'));
-    ELSIF length(submit.idempotency_key) NOT BETWEEN 1 AND 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('idempotency_key must be NULL or 1 to 256 characters, got %L',
-                             left(submit.idempotency_key, 100));
-    ELSIF length(submit.principal_id) > 256 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('principal_id must be NULL or at most 256 characters, got %L',
-                             left(submit.principal_id, 100));
-    ELSIF NOT isfinite(submit.scheduled_for) THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('scheduled_for must be NULL or a finite time, got %s', submit.scheduled_for);
-    ELSIF submit.max_attempts IS NULL OR submit.max_attempts < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_attempts must be at least 1, got %s',
-                             coalesce(submit.max_attempts::text, 'NULL'));
-    ELSIF submit.recovery_policy IS NULL
-          OR submit.recovery_policy NOT IN ('resume', 'fail', 'zero_work') THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('recovery_policy must be resume, fail or zero_work, got %L',
-                             left(submit.recovery_policy, 100));
-    ELSIF submit.queue_ttl <= interval '0' OR submit.queue_ttl >= interval '1000 years' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('queue_ttl must be positive and under 1000 years, got %s', submit.queue_ttl);
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks), in the order of the arguments. An IF runs them
+    -- as one expression; a PERFORM would run them as a statement of its own.
+    -- A principal is the caller's own name for who asked: empty is allowed.
+    IF runq._check_identifier('tenant_id', submit.tenant_id)
+       AND runq._check_identifier('kind', submit.kind)
+       AND runq._check_object('payload', submit.payload)
+       AND runq._check_identifier('session_id', submit.session_id, optional => true)
+       AND (CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
+                ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END)
+       AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
+       AND (CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
+                ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
+                                        quote_literal(left(submit.principal_id, 100))) END)
+       AND (CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
+                ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
+                                        submit.scheduled_for) END)
+       AND runq._check_count('max_attempts', submit.max_attempts)
+       AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
+       AND runq._check_duration('queue_ttl', submit.queue_ttl) THEN
     END IF;
 
     -- 1. Idempotency.

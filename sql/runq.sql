@@ -311,7 +311,7 @@ COMMENT ON DOMAIN runq.failure_record IS
 
 COMMIT;
 
--- ==== deploy/domain_event_type.sql ====
+-- ==== deploy/domain_event_type@v0.1.3.sql ====
 
 -- Deploy runq:domain_event_type to pg
 -- requires: schema_runq
@@ -783,7 +783,7 @@ COMMENT ON TABLE runq.tool_calls IS
 
 COMMIT;
 
--- ==== deploy/type_run_info.sql ====
+-- ==== deploy/type_run_info@v0.1.3.sql ====
 
 -- Deploy runq:type_run_info to pg
 -- requires: schema_runq
@@ -836,7 +836,7 @@ COMMENT ON TYPE runq.run_event IS 'One event as runq.run_events shows it.';
 
 COMMIT;
 
--- ==== deploy/function__request_hash.sql ====
+-- ==== deploy/function__request_hash@v0.1.3.sql ====
 
 -- Deploy runq:function__request_hash to pg
 -- requires: schema_runq
@@ -1775,7 +1775,7 @@ Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767,
 
 COMMIT;
 
--- ==== deploy/function_heartbeat.sql ====
+-- ==== deploy/function_heartbeat@v0.1.3.sql ====
 
 -- Deploy runq:function_heartbeat to pg
 -- requires: table_runs
@@ -2100,7 +2100,7 @@ Raises RQ003 (no such run), 22023 (NULL state).$c$;
 
 COMMIT;
 
--- ==== deploy/function_begin_turn.sql ====
+-- ==== deploy/function_begin_turn@v0.1.3.sql ====
 
 -- Deploy runq:function_begin_turn to pg
 -- requires: table_runs
@@ -4228,7 +4228,7 @@ Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767,
 
 COMMIT;
 
--- ==== deploy/function_submit.sql ====
+-- ==== deploy/function_submit@v0.1.3.sql ====
 
 -- Deploy runq:function_submit to pg
 -- requires: table_runs
@@ -4442,7 +4442,7 @@ Raises RQ001 (idempotency key reused for another request), RQ002 (the session ha
 
 COMMIT;
 
--- ==== deploy/function_begin_tool.sql ====
+-- ==== deploy/function_begin_tool@v0.1.3.sql ====
 
 -- Deploy runq:function_begin_tool to pg
 -- requires: table_runs
@@ -4642,7 +4642,7 @@ Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;
 
--- ==== deploy/function_dead_letter.sql ====
+-- ==== deploy/function_dead_letter@v0.1.3.sql ====
 
 -- Deploy runq:function_dead_letter to pg
 -- requires: table_runs
@@ -4887,7 +4887,7 @@ Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_get_run.sql ====
+-- ==== deploy/function_get_run@v0.1.3.sql ====
 
 -- Deploy runq:function_get_run to pg
 -- requires: table_runs
@@ -5356,7 +5356,7 @@ Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_checkpoint.sql ====
+-- ==== deploy/function_checkpoint@v0.1.3.sql ====
 
 -- Deploy runq:function_checkpoint to pg
 -- requires: table_runs
@@ -5672,7 +5672,7 @@ COMMENT ON FUNCTION runq._answer_batch(bigint[], bigint[], jsonb[], bigint[], te
 
 COMMIT;
 
--- ==== deploy/function_heartbeat_many.sql ====
+-- ==== deploy/function_heartbeat_many@v0.1.3.sql ====
 
 -- Deploy runq:function_heartbeat_many to pg
 -- requires: table_runs
@@ -5786,6 +5786,223 @@ GRANT EXECUTE ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) TO run
 COMMENT ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) IS
 $c$runq.complete for many runs in one statement: the run run_ids[i] under epochs[i] succeeds with results[i] (NULL results: a NULL result for each), one row per element in the order given. completed is what runq.complete would return for it: true, or false when that run is fenced (one run.fenced event).
 Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).$c$;
+
+COMMIT;
+
+-- ==== deploy/argument_check_usage.sql ====
+
+-- Deploy runq:argument_check_usage to pg
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- Usage, and a budget of it: counts of whatever a run spends, by a name the
+-- caller chooses (tokens, dollars). Non-negative, so totals only grow and a
+-- budget reached stays reached; at least one key, so a call says something.
+-- The jsonpath finds any value that is not a number, or is below zero.
+CREATE FUNCTION runq._is_usage(value jsonb)
+    RETURNS boolean
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN jsonb_typeof(value) = 'object' AND value <> '{}'
+       AND NOT jsonb_path_exists(value, '$.* ? (@.type() != "number" || @ < 0)');
+
+CREATE FUNCTION runq._check_usage(argument text, value jsonb, optional boolean DEFAULT false)
+    RETURNS boolean
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN CASE WHEN runq._is_usage(value) OR (optional AND value IS NULL)
+            THEN true
+            ELSE runq._bad_argument(argument,
+                                    CASE WHEN optional THEN 'NULL or a non-empty object of non-negative numbers'
+                                         ELSE 'a non-empty object of non-negative numbers' END,
+                                    left(coalesce(value::text, 'NULL'), 200))
+       END;
+
+REVOKE ALL ON FUNCTION runq._is_usage(jsonb), runq._check_usage(text, jsonb, boolean) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._is_usage(jsonb) IS
+    'True for usage or a budget: a non-empty jsonb object whose values are non-negative numbers.';
+COMMENT ON FUNCTION runq._check_usage(text, jsonb, boolean) IS
+    'True for usage (or, optional, NULL), else 22023 naming the argument and its value.';
+
+COMMIT;
+
+-- ==== deploy/domain_usage_amounts.sql ====
+
+-- Deploy runq:domain_usage_amounts to pg
+-- requires: argument_check_usage
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The rule of runq._is_usage, as a domain for the budget column: a domain's
+-- check runs only when a value is assigned (see deploy/domain_duration.sql).
+-- squawk-ignore ban-create-domain-with-constraint
+CREATE DOMAIN runq.usage_amounts AS jsonb CHECK (
+    runq._is_usage(VALUE));
+
+COMMENT ON DOMAIN runq.usage_amounts IS
+    'Usage or a budget of it: a non-empty object of non-negative numbers, e.g. {"cost_usd": 2.00}.';
+
+COMMIT;
+
+-- ==== deploy/columns_runs_usage.sql ====
+
+-- Deploy runq:columns_runs_usage to pg
+-- requires: table_runs
+-- requires: domain_usage_amounts
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
+
+BEGIN;
+
+-- Constant defaults: stored in the catalog, no row rewritten (see
+-- deploy/column_runs_parked.sql), so the lock is brief on any number of runs.
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+ALTER TABLE runq.runs
+    ADD COLUMN usage jsonb NOT NULL DEFAULT '{}',
+    ADD COLUMN budget runq.usage_amounts;
+
+COMMENT ON COLUMN runq.runs.usage IS
+    'What every attempt of the run recorded (runq.record_usage), summed per key as exact numerics; its run.usage events are the ledger.';
+COMMENT ON COLUMN runq.runs.budget IS
+    'Limits on usage across all attempts: begin_turn fails the run once a total reaches its limit. NULL: none.';
+
+COMMIT;
+
+-- ==== deploy/columns_runs_deadline.sql ====
+
+-- Deploy runq:columns_runs_deadline to pg
+-- requires: table_runs
+-- requires: domain_duration
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
+
+BEGIN;
+
+-- No default: NULL columns are added in the catalog alone, so the lock is
+-- brief on any number of runs (see deploy/column_runs_parked.sql).
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+ALTER TABLE runq.runs
+    ADD COLUMN timeout runq.duration,
+    ADD COLUMN deadline timestamptz;
+
+COMMENT ON COLUMN runq.runs.timeout IS
+    'submit''s timeout: the run must be terminal this long after its submit (or after a redrive of a run that missed it). NULL: none.';
+COMMENT ON COLUMN runq.runs.deadline IS
+    'created_at + timeout, or the redrive''s time + timeout: a run not terminal by then fails with deadline_exceeded. NULL exactly when timeout is.';
+
+COMMIT;
+
+-- ==== deploy/index_runs_deadline.sql ====
+
+-- Deploy runq:index_runs_deadline to pg
+-- requires: columns_runs_deadline
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- The runs that have a deadline and are not yet terminal, soonest first: the
+-- sweep reads its head (nothing due: one probe, however many runs have
+-- deadlines). A run without a timeout has no entry, so a queue that sets none
+-- pays nothing here; a run with one pays an entry per status it passes.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs: minutes on 100 million runs), and it waits for every
+-- transaction already open. Neither wait blocks a writer, so no timeout: one
+-- would only leave an INVALID index behind. A failed build leaves one too;
+-- this script drops such a leftover first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_deadline_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_deadline_idx ON runq.runs (deadline)
+    WHERE deadline IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user');
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/stop_failures.sql ====
+
+-- Deploy runq:stop_failures to pg
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- The first key of a budget whose total has reached its limit (usage[k] >=
+-- budget[k], a key not yet spent counting 0), as {key, limit, total}; NULL
+-- when none has, or there is no budget. The keys in jsonb's own order, so
+-- the key named is the same on every call.
+CREATE FUNCTION runq._budget_overrun(usage jsonb, budget jsonb)
+    RETURNS jsonb
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT jsonb_build_object('key', b.key, 'limit', b.value,
+                              'total', coalesce(usage -> b.key, '0'::jsonb))
+      FROM jsonb_each(budget) WITH ORDINALITY AS b (key, value, n)
+     WHERE coalesce((usage -> b.key)::numeric, 0) >= b.value::numeric
+     ORDER BY b.n
+     LIMIT 1;
+END;
+
+-- Why a held run must stop now, as its failure, deadline first: its deadline
+-- has passed (deadline_exceeded) or, for a gated call (begin_turn), a total
+-- has reached its budget (budget_exhausted); NULL when neither. A cancel
+-- flag comes before both, and is its callers' to test.
+--
+-- A body in a string, not BEGIN ATOMIC: a standard body that reads the row
+-- type of runq.runs would forbid every later ALTER TABLE of runs.
+CREATE FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamptz)
+    RETURNS jsonb
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN (run).deadline <= at THEN jsonb_build_object(
+            'code', 'deadline_exceeded',
+            'message', format('not finished by its deadline %s (timeout %s)',
+                              (run).deadline, (run).timeout),
+            'deadline', (run).deadline, 'timeout', (run).timeout,
+            'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
+        WHEN gated THEN (
+            SELECT jsonb_build_object(
+                       'code', 'budget_exhausted',
+                       'message', format('%s reached %s of its budget of %s',
+                                         o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit'),
+                       'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
+                   || o.overrun
+              FROM (SELECT runq._budget_overrun((run).usage, (run).budget)) AS o (overrun)
+             WHERE o.overrun IS NOT NULL)
+    END
+$$;
+
+REVOKE ALL ON FUNCTION runq._budget_overrun(jsonb, jsonb), runq._stop_failure(runq.runs, boolean, timestamptz)
+    FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._budget_overrun(jsonb, jsonb) IS
+    'Internal: {key, limit, total} of the first budget key whose total reached its limit, or NULL.';
+COMMENT ON FUNCTION runq._stop_failure(runq.runs, boolean, timestamptz) IS
+    'Internal: the failure a held run stops with now: deadline_exceeded, or (gated: begin_turn) budget_exhausted; NULL when neither applies.';
 
 COMMIT;
 
@@ -7164,6 +7381,8 @@ COMMIT;
 -- requires: argument_checks
 -- requires: function__swap_in
 -- requires: index_runs_parked
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
 
 BEGIN;
 
@@ -7191,8 +7410,15 @@ SET LOCAL statement_timeout = '10s';
 -- (deploy/admission.sql), so it checks nothing and skips nothing. A claim
 -- that finds fewer runs than it asked for, while runs of its classes are
 -- parked, asks runq._swap_in for them once (a tenant's slots held by its own
--- runs of other classes or kinds) and looks again.
-CREATE OR REPLACE FUNCTION runq.claim(
+-- runs of other classes or kinds) and looks again. Its rows end with the
+-- run's deadline, budget and usage totals, so a worker knows its limits: a
+-- new result type, so the function is dropped and created again (its grants
+-- and comment with it, below).
+-- What squawk warns of cannot happen: every call resolves to the new one,
+-- whose rows only gain columns at their end.
+-- squawk-ignore ban-drop-function
+DROP FUNCTION runq.claim(integer[], text, interval, integer, text[]);
+CREATE FUNCTION runq.claim(
     classes    integer[],
     worker_id  text     DEFAULT NULL,
     lease      interval DEFAULT NULL,
@@ -7201,7 +7427,8 @@ CREATE OR REPLACE FUNCTION runq.claim(
     RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text,
                   kind text, priority integer, payload jsonb, attempt integer,
                   checkpoint jsonb, inputs jsonb, resumed boolean,
-                  lease_expires_at timestamptz)
+                  lease_expires_at timestamptz, deadline timestamptz, budget jsonb,
+                  usage jsonb)
     LANGUAGE plpgsql
     VOLATILE
     SECURITY DEFINER
@@ -7268,7 +7495,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -7286,7 +7513,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
@@ -7338,7 +7565,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -7356,7 +7583,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;
@@ -7382,7 +7609,7 @@ REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) FR
 GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) IS
-$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. deadline, budget and usage are the run's (usage: the totals every attempt recorded, {} when none). lease defaults to runq.settings.lease. Zero rows when nothing is ready.
 Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).$c$;
 
 COMMIT;
@@ -7398,6 +7625,8 @@ COMMIT;
 -- requires: role_runq_admin
 -- requires: argument_checks
 -- requires: admission
+-- requires: index_runs_deadline
+-- requires: stop_failures
 
 BEGIN;
 
@@ -7408,14 +7637,16 @@ SET LOCAL statement_timeout = '10s';
 -- processes at once: every pick is FOR UPDATE SKIP LOCKED, so concurrent
 -- sweepers split the work and a run is decided once. Up to max_runs runs in
 -- all: first running runs whose lease has expired (oldest expiry first,
--- through runq._expire_leases), then queued runs past their queue_ttl.
+-- through runq._expire_leases), then runs past their deadline, then queued
+-- runs past their queue_ttl.
 -- Raises 22023 (max_runs NULL or below 1).
 --
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 --
 -- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
 -- of the admissions (deploy/admission.sql), and an admitted run it expires
--- hands its slot on.
+-- hands its slot on. It fails runs past their deadline (deadline_exceeded),
+-- in any status not terminal.
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -7426,6 +7657,10 @@ AS $$
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_expired  bigint[];
+    v_late     bigint[];  -- past their deadline: running (their lease still live)
+    v_queued   bigint[];  --   queued
+    v_waiting  bigint[];  --   waiting_for_user
+    v_left     integer;   -- of max_runs
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -7447,7 +7682,58 @@ BEGIN
                        FROM runq._expire_leases(v_expired, false, v_now) AS e;
     END IF;
 
-    IF cardinality(v_expired) < sweep.max_runs THEN
+    -- Past their deadline, in any status not terminal (the expired leases
+    -- above met the deadline as their second rule). A running one goes the
+    -- same way, through runq._expire_leases: cancel flag first, then the
+    -- deadline; its tool calls resolved. Nothing due: one probe of
+    -- runs_deadline_idx.
+    v_left := sweep.max_runs - cardinality(v_expired);
+    IF v_left > 0 THEN
+        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'running'), '{}'),
+               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
+               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'waiting_for_user'), '{}')
+          INTO v_late, v_queued, v_waiting
+          FROM (SELECT r.run_id, r.status
+                  FROM runq.runs AS r
+                 WHERE r.deadline IS NOT NULL
+                   AND r.status IN ('queued', 'running', 'waiting_for_user')
+                   AND r.deadline <= v_now
+                 ORDER BY r.deadline, r.run_id
+                 LIMIT v_left
+                   FOR UPDATE SKIP LOCKED) AS x;
+        v_left := v_left - cardinality(v_late) - cardinality(v_queued) - cardinality(v_waiting);
+    END IF;
+
+    IF cardinality(v_late) > 0 THEN
+        RETURN QUERY SELECT e.run_id, e.action
+                       FROM runq._expire_leases(v_late, false, v_now) AS e;
+    END IF;
+
+    IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN
+        PERFORM runq._resolve_tool_calls(v_queued || v_waiting, v_now);
+        RETURN QUERY
+        WITH failed AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed', failure = runq._stop_failure(r, false, v_now),
+                   question = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = ANY (v_queued || v_waiting)
+            -- An admitted queued run held a slot of its keys' limits; a
+            -- parked or a waiting one held none.
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind,
+                      r.run_id = ANY (v_queued) AND NOT r.parked AS held_slot
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+              FROM failed AS f
+        )
+        SELECT f.run_id, 'deadline_exceeded'::text
+          FROM failed AS f
+         WHERE NOT f.held_slot OR NOT EXISTS (SELECT FROM runq.limit_settings)
+            OR runq._slot_left(f.tenant_id, f.kind)
+         ORDER BY f.run_id;
+    END IF;
+
+    IF v_left > 0 THEN
         RETURN QUERY
         WITH overdue AS (
             SELECT r.run_id
@@ -7457,7 +7743,7 @@ BEGIN
                -- a run requeued just above is decided for this sweep
                AND r.run_id <> ALL (v_expired)
              ORDER BY r.expires_at, r.run_id
-             LIMIT sweep.max_runs - cardinality(v_expired)
+             LIMIT v_left
                FOR UPDATE SKIP LOCKED
         ), expired AS (
             UPDATE runq.runs AS r
@@ -7495,7 +7781,7 @@ REVOKE ALL ON FUNCTION runq.sweep(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.sweep(integer) IS
-$c$Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
+$c$Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
 Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;
@@ -7737,6 +8023,7 @@ COMMIT;
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: admission
+-- requires: columns_runs_deadline
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
@@ -7757,6 +8044,7 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.3: a run that leaves its slot hands it on when a
 -- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- Past the run's deadline it fails the run instead (runq._refuse).
 CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -7781,6 +8069,7 @@ BEGIN
          WHERE r.run_id = ask_user.run_id
            AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
            AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -7803,7 +8092,7 @@ REVOKE ALL ON FUNCTION runq.ask_user(bigint, bigint, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.ask_user(bigint, bigint, jsonb) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.ask_user(bigint, bigint, jsonb) IS
-$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run's deadline (the run becomes failed, deadline_exceeded).
 Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
 
 COMMIT;
@@ -7904,6 +8193,7 @@ COMMIT;
 -- requires: function__resolve_tool_calls
 -- requires: argument_checks
 -- requires: admission
+-- requires: stop_failures
 
 BEGIN;
 
@@ -7915,6 +8205,9 @@ SET LOCAL statement_timeout = '10s';
 --   * no such run                      -> RQ003 (only a run that exists can fence);
 --   * ours, but cancel was requested   -> the run becomes cancelled now, in this
 --     (when the write honours cancel)     statement's transaction; false;
+--   * ours, past its deadline, or at   -> the run becomes failed now (deadline_exceeded,
+--     its budget (begin_turn only)        budget_exhausted), in this transaction; false;
+--     (when the write honours cancel)
 --   * an epoch the run never had (negative, or above its lease_epoch: no
 --     claim has issued it yet) -> false and no event: a run.fenced there
 --     would come before that epoch's run.claimed, and would take the place
@@ -7981,6 +8274,33 @@ BEGIN
         END IF;
     END IF;
 
+    -- Past its deadline, or (begin_turn only) at its budget: the holder's
+    -- call fails the run, after a cancel flag and deadline first
+    -- (runq._stop_failure). Tested again under the row lock, as the cancel is.
+    IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        WITH failed AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed',
+                   failure = runq._stop_failure(r, operation = 'begin_turn', v_now),
+                   lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = _refuse.run_id
+               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+               AND NOT r.cancel_requested
+               AND runq._stop_failure(r, operation = 'begin_turn', v_now) IS NOT NULL
+            RETURNING r.run_id, r.lease_epoch, r.failure
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure::jsonb, v_now
+          FROM failed AS f;
+        IF FOUND THEN
+            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
+            RETURN false;
+        END IF;
+    END IF;
+
     -- Running under the very epoch the fence missed: that epoch was issued
     -- after the fence ran (a forged epoch a claim has just reached), so it was
     -- one the run never had then. Its worker's own fencing, later, logs it.
@@ -8001,7 +8321,7 @@ $$;
 REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
-    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, a failure past the deadline or (begin_turn) at the budget, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
 COMMIT;
 
@@ -8023,11 +8343,12 @@ SET LOCAL statement_timeout = '10s';
 -- runq.release (a lease given back: released => true). The caller has locked
 -- the runs, which are 'running'. For each run, in this order:
 --   1. cancel requested                      -> cancelled
---   2. attempts used up (not on release)     -> failed, max_attempts_exceeded
---   3. policy 'fail'                         -> failed, orphaned
---   4. policy 'zero_work': no turn, no tool call and inside queue_ttl
+--   2. past its deadline                     -> failed, deadline_exceeded
+--   3. attempts used up (not on release)     -> failed, max_attempts_exceeded
+--   4. policy 'fail'                         -> failed, orphaned
+--   5. policy 'zero_work': no turn, no tool call and inside queue_ttl
 --                                            -> requeued at once; else orphaned
---   5. policy 'resume'                       -> requeued; the sweep backs off
+--   6. policy 'resume'                       -> requeued; the sweep backs off
 --                                               least(cap, base * 2^(attempts-1)),
 --                                               a release does not
 -- A release gives back the attempt its claim took. Tool calls the dead epoch
@@ -8035,6 +8356,7 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.3: the runs it moves call the admission functions
 -- when limits or pauses are set (deploy/admission.sql).
+-- A run past its deadline fails (deploy/stop_failures.sql).
 CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -8048,6 +8370,7 @@ BEGIN
     WITH decided AS (
         SELECT r.run_id,
                CASE WHEN r.cancel_requested THEN 'cancelled'
+                    WHEN r.deadline <= _expire_leases.at THEN 'deadline_exceeded'
                     WHEN NOT released AND r.attempts >= r.max_attempts THEN 'dead_lettered'
                     WHEN r.recovery_policy = 'fail' THEN 'orphaned'
                     WHEN r.recovery_policy = 'zero_work'
@@ -8070,6 +8393,7 @@ BEGIN
                        THEN _expire_leases.at + runq._backoff(r.attempts)
                    ELSE NULL END,
                failure = CASE d.action
+                   WHEN 'deadline_exceeded' THEN runq._stop_failure(r, false, _expire_leases.at)
                    WHEN 'dead_lettered' THEN jsonb_build_object(
                        'code', 'max_attempts_exceeded',
                        'message', format('lease expired on attempt %s of %s', r.attempts, r.max_attempts),
@@ -8204,6 +8528,7 @@ COMMIT;
 -- requires: role_runq_admin
 -- requires: argument_checks
 -- requires: admission
+-- requires: columns_runs_deadline
 
 BEGIN;
 
@@ -8219,7 +8544,8 @@ SET LOCAL statement_timeout = '10s';
 -- runq._run_not_found, which every function that looks a run up shares.
 --
 -- Reworked after v0.1.3: the run is admitted or parked when limits or
--- pauses are set (runq._requeued, deploy/admission.sql).
+-- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
+-- deadline_exceeded gets a fresh deadline window.
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -8254,7 +8580,10 @@ BEGIN
            SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
                scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
                -- a fresh queue_ttl window, or a run that expired would expire again
-               expires_at = v_now + r.queue_ttl
+               expires_at = v_now + r.queue_ttl,
+               -- missed its deadline: a fresh window; any other failure keeps it
+               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded'
+                               THEN v_now + r.timeout ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
         SELECT r.run_id INTO v_active
@@ -8287,7 +8616,7 @@ REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
 
 COMMENT ON FUNCTION runq.redrive(bigint, text) IS
-$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
 Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;
@@ -8333,3 +8662,1052 @@ SET statement_timeout = 0;
 DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_kind_idx;
 RESET statement_timeout;
 RESET lock_timeout;
+
+-- ==== deploy/index_run_events_usage.sql ====
+
+-- Deploy runq:index_run_events_usage to pg
+-- requires: table_run_events
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.run_events for two scans of it; reads and writes go on.
+
+-- The usage ledger by time: runq.usage_report reads the run.usage events of
+-- a window from here, however long the log. Partial, so every other event
+-- pays only the predicate.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.run_events, which no writer
+-- conflicts with, for the whole build (two scans of the event log), and it
+-- waits for every transaction already open. Neither wait blocks a writer, so
+-- no timeout: one would only leave an INVALID index behind. A failed build
+-- leaves one too; this script drops such a leftover first, so deploying
+-- again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.run_events_usage_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS run_events_usage_idx ON runq.run_events (created_at, run_id)
+    WHERE type = 'run.usage';
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/domain_event_type.sql ====
+
+-- Deploy runq:domain_event_type to pg
+-- requires: domain_event_type@v0.1.3
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Adds run.usage (runq.record_usage) to the event types. The rule is
+-- replaced NOT VALID: validating it would scan runq.run_events under a lock
+-- that stops every write for the scan, and there is nothing to find, since
+-- every stored value met the old rule, which the new one contains. New
+-- values are checked as before.
+-- What squawk warns of: the drop is replaced, in this transaction, by a rule
+-- that allows more; and the domain is the project's way (see its creation).
+-- squawk-ignore ban-drop-constraint
+ALTER DOMAIN runq.event_type DROP CONSTRAINT event_type_check;
+-- The rule squawk warns of is the domain's own, NOT VALID: no scan, no lock on runs.
+-- squawk-ignore ban-alter-domain-with-add-constraint
+ALTER DOMAIN runq.event_type ADD CONSTRAINT event_type_check CHECK (
+    VALUE IN ('run.created', 'run.claimed', 'run.checkpointed',
+              'run.turn_started', 'run.tool_started',
+              'run.tool_finished', 'run.tool_uncertain',
+              'run.waiting_for_user', 'run.input_delivered',
+              'run.succeeded', 'run.failed', 'run.cancel_requested',
+              'run.cancelled', 'run.requeued', 'run.fenced',
+              'run.redriven', 'run.usage')) NOT VALID;
+
+COMMIT;
+
+-- ==== deploy/type_run_info.sql ====
+
+-- Deploy runq:type_run_info to pg
+-- requires: type_run_info@v0.1.3
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- A run's cost and time, after finished_at (the contract appends new columns
+-- so that every v0.1 reader of the first ones still works). No table has a
+-- column of this type, so nothing is rewritten; get_run and dead_letter are
+-- reworked to fill them (their next changes).
+ALTER TYPE runq.run_info
+    ADD ATTRIBUTE usage jsonb,
+    ADD ATTRIBUTE budget jsonb,
+    ADD ATTRIBUTE deadline timestamptz;
+
+COMMIT;
+
+-- ==== deploy/function_get_run.sql ====
+
+-- Deploy runq:function_get_run to pg
+-- requires: table_runs
+-- requires: type_run_info
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
+-- requires: role_runq_client
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters and operators; reads one row. Raises RQ003.
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+--
+-- Reworked after v0.1.3: its rows end with the run's usage totals, budget
+-- and deadline (runq.run_info gained them).
+CREATE OR REPLACE FUNCTION runq.get_run(run_id bigint)
+    RETURNS runq.run_info
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_run runq.run_info;
+BEGIN
+    SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+           r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+           r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+           r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
+           r.usage, r.budget::jsonb, r.deadline
+      INTO v_run
+      FROM runq.runs AS r
+     WHERE r.run_id = get_run.run_id;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(get_run.run_id);
+    END IF;
+    RETURN v_run;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.get_run(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.get_run(bigint) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.get_run(bigint) IS
+$c$One run: run_id, tenant_id, session_id, kind, status, priority, attempts, max_attempts, scheduled_for, lease_epoch, cancel_requested, result, failure, question, created_at, updated_at, finished_at, usage (the totals every attempt recorded, exact sums; {} when none), budget, deadline (use SELECT * FROM runq.get_run(id)).
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_dead_letter.sql ====
+
+-- Deploy runq:function_dead_letter to pg
+-- requires: table_runs
+-- requires: index_runs_dead_letter
+-- requires: type_run_info
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators (runq failed). Reads only failed runs, through the
+-- partial runs_dead_letter_idx, newest failure first.
+-- Raises 22023 (max_runs NULL or below 1).
+--
+-- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+--
+-- Reworked after v0.1.3: its rows end with the run's usage totals, budget
+-- and deadline (runq.run_info gained them).
+CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
+    RETURNS SETOF runq.run_info
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', dead_letter.max_runs) THEN
+    END IF;
+    RETURN QUERY
+        SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+               r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+               r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
+               r.usage, r.budget::jsonb, r.deadline
+          FROM runq.runs AS r
+         WHERE r.status = 'failed'
+         ORDER BY r.finished_at DESC, r.run_id DESC
+         LIMIT dead_letter.max_runs;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.dead_letter(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.dead_letter(integer) TO runq_admin;
+
+COMMENT ON FUNCTION runq.dead_letter(integer) IS
+$c$The dead letter: up to max_runs failed runs, newest failure first, with the columns of runq.get_run (failure says why). runq.redrive takes one back out.
+Raises 22023 (max_runs NULL or below 1).$c$;
+
+COMMIT;
+
+-- ==== deploy/function__request_hash.sql ====
+
+-- Deploy runq:function__request_hash to pg
+-- requires: function__request_hash@v0.1.3
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by runq.submit only. The hash covers what the contract names and
+-- nothing that depends on the session's settings: times and intervals enter
+-- as epoch seconds, not as text (which would follow TimeZone/IntervalStyle),
+-- and jsonb's text form has a canonical key order.
+--
+-- Reworked after v0.1.3: it covers budget and timeout too, appended to the
+-- array only when either is given, so a request without them hashes exactly
+-- as before and a key stored by v0.1 still recognises its retry. A new
+-- signature: the old one is dropped.
+-- Internal, called by runq.submit alone, which is reworked after this.
+-- squawk-ignore ban-drop-function
+DROP FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval);
+CREATE FUNCTION runq._request_hash(
+    kind text, payload jsonb, session_id text, priority integer,
+    scheduled_for timestamptz, max_attempts integer, recovery_policy text,
+    queue_ttl interval, budget jsonb, timeout interval)
+    RETURNS bytea
+    LANGUAGE sql
+    STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT sha256(convert_to((
+               jsonb_build_array(
+                   kind, payload, session_id, priority,
+                   extract(epoch FROM scheduled_for), max_attempts, recovery_policy,
+                   extract(epoch FROM queue_ttl))
+               || CASE WHEN budget IS NULL AND timeout IS NULL THEN '[]'::jsonb
+                       ELSE jsonb_build_array(budget, extract(epoch FROM timeout)) END
+           )::text, 'UTF8'))
+$$;
+
+REVOKE ALL ON FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval, jsonb, interval) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval, jsonb, interval) IS
+    'Internal: SHA-256 of a submit request, compared when an idempotency key is reused; without budget and timeout, the hash v0.1 computed.';
+
+COMMIT;
+
+-- ==== deploy/function_submit.sql ====
+
+-- Deploy runq:function_submit to pg
+-- requires: table_runs
+-- requires: index_runs_session_active
+-- requires: table_run_events
+-- requires: table_idempotency_keys
+-- requires: function__request_hash
+-- requires: function__deliver_input
+-- requires: role_runq_client
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: argument_check_usage
+-- requires: columns_runs_usage
+-- requires: columns_runs_deadline
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters. Routes a request, in one transaction, in this order:
+--   1. idempotency key seen before: same request hash -> the original run,
+--      'duplicate'; other hash -> RQ001. The key row is inserted first with
+--      ON CONFLICT DO NOTHING, so of two concurrent submits with one key the
+--      second waits for the first and then sees its outcome.
+--   2. the session's active run is waiting_for_user -> the payload is its
+--      input, 'input_delivered' (locks that run).
+--   3. the session's active run is queued or running -> RQ002.
+--   4. a new queued run, 'created'. The partial unique index is the arbiter:
+--      a concurrent submit that won the session makes this one RQ002.
+-- Raises 22023 for bad arguments, RQ001, RQ002. Notifies channel runq.
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks. Reworked after v0.1.0, when runq.purge began to delete
+-- keys: a key deleted between the insert that met it and the read of it is
+-- taken again, instead of answering 'duplicate' with no run.
+--
+-- Reworked after v0.1.3: budget and timeout, appended with defaults so every
+-- v0.1 call (by name or by position) still means what it meant, and both in
+-- the request hash. A new signature: the old one is dropped (with its grants).
+-- What squawk warns of, a client broken by the drop, cannot happen here:
+-- every v0.1 call, positional or named, resolves to the new one through the
+-- defaults.
+-- squawk-ignore ban-drop-function
+DROP FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval);
+CREATE FUNCTION runq.submit(
+    tenant_id        text,
+    kind             text,
+    payload          jsonb       DEFAULT '{}',
+    session_id       text        DEFAULT NULL,
+    priority         integer     DEFAULT 10,
+    idempotency_key  text        DEFAULT NULL,
+    principal_id     text        DEFAULT NULL,
+    scheduled_for    timestamptz DEFAULT NULL,
+    max_attempts     integer     DEFAULT 3,
+    recovery_policy  text        DEFAULT 'resume',
+    queue_ttl        interval    DEFAULT NULL,
+    budget           jsonb       DEFAULT NULL,
+    timeout          interval    DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, outcome text)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now       timestamptz := clock_timestamp();
+    v_hash      bytea;
+    v_key_hash  bytea;
+    v_key_run   bigint;
+    v_active    bigint;
+    v_status    text;
+    v_run_id    bigint;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks), in the order of the arguments. An IF runs them
+    -- as one expression; a PERFORM would run them as a statement of its own.
+    -- A principal is the caller's own name for who asked: empty is allowed.
+    IF runq._check_identifier('tenant_id', submit.tenant_id)
+       AND runq._check_identifier('kind', submit.kind)
+       AND runq._check_object('payload', submit.payload)
+       AND runq._check_identifier('session_id', submit.session_id, optional => true)
+       AND (CASE WHEN submit.priority BETWEEN 0 AND 32767 THEN true
+                ELSE runq._bad_argument('priority', 'between 0 and 32767', submit.priority) END)
+       AND runq._check_identifier('idempotency_key', submit.idempotency_key, optional => true)
+       AND (CASE WHEN submit.principal_id IS NULL OR length(submit.principal_id) <= 256 THEN true
+                ELSE runq._bad_argument('principal_id', 'NULL or at most 256 characters',
+                                        quote_literal(left(submit.principal_id, 100))) END)
+       AND (CASE WHEN submit.scheduled_for IS NULL OR isfinite(submit.scheduled_for) THEN true
+                ELSE runq._bad_argument('scheduled_for', 'NULL or a finite time',
+                                        submit.scheduled_for) END)
+       AND runq._check_count('max_attempts', submit.max_attempts)
+       AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
+       AND runq._check_duration('queue_ttl', submit.queue_ttl)
+       AND runq._check_usage('budget', submit.budget, optional => true)
+       AND runq._check_duration('timeout', submit.timeout) THEN
+    END IF;
+
+    -- 1. Idempotency.
+    IF submit.idempotency_key IS NOT NULL THEN
+        v_hash := runq._request_hash(submit.kind, submit.payload, submit.session_id,
+                                     submit.priority, submit.scheduled_for,
+                                     submit.max_attempts, submit.recovery_policy,
+                                     submit.queue_ttl, submit.budget, submit.timeout);
+        -- A purge can delete the key, with its finished run, between the
+        -- insert that met it and the read below: the key is free then, so
+        -- this submit tries to take it again.
+        LOOP
+            INSERT INTO runq.idempotency_keys
+                   (tenant_id, principal_id, idempotency_key, request_hash, created_at)
+            VALUES (submit.tenant_id, submit.principal_id, submit.idempotency_key, v_hash, v_now)
+            ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key DO NOTHING;
+            EXIT WHEN FOUND;
+            SELECT k.request_hash, k.run_id INTO v_key_hash, v_key_run
+              FROM runq.idempotency_keys AS k
+             WHERE k.tenant_id = submit.tenant_id
+               AND k.idempotency_key = submit.idempotency_key
+               AND (k.principal_id = submit.principal_id
+                    OR (k.principal_id IS NULL AND submit.principal_id IS NULL));
+            IF FOUND THEN
+                IF v_key_hash <> v_hash THEN
+                    RAISE EXCEPTION USING ERRCODE = 'RQ001',
+                        MESSAGE = format('idempotency key %L of tenant %s was used for another request',
+                                         submit.idempotency_key, submit.tenant_id),
+                        DETAIL = format('The key belongs to run %s.', v_key_run),
+                        HINT = 'Use a new key for a new request.';
+                END IF;
+                RETURN QUERY SELECT v_key_run, 'duplicate'::text;
+                RETURN;
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- 2. and 3. The session's active run, if any.
+    IF submit.session_id IS NOT NULL THEN
+        SELECT r.run_id, r.status::text INTO v_active, v_status
+          FROM runq.runs AS r
+         WHERE r.tenant_id = submit.tenant_id
+           AND r.session_id = submit.session_id
+           AND r.status IN ('queued', 'running', 'waiting_for_user')
+           FOR UPDATE;
+        IF v_status = 'waiting_for_user' THEN
+            PERFORM runq._deliver_input(v_active, submit.payload, v_now);
+            v_run_id := v_active;
+            outcome := 'input_delivered';
+        ELSIF v_status IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('session %s of tenant %s already has active run %s',
+                                 submit.session_id, submit.tenant_id, v_active),
+                DETAIL = format('Run %s is %s.', v_active, v_status),
+                HINT = 'Wait for it to finish, or cancel it.';
+        END IF;
+    END IF;
+
+    -- 4. A new run.
+    IF v_run_id IS NULL THEN
+        WITH created AS (
+            INSERT INTO runq.runs AS r
+                   (created_at, updated_at, scheduled_for, expires_at, queue_ttl,
+                    max_attempts, priority, recovery_policy, tenant_id, session_id,
+                    kind, principal_id, payload, budget, timeout, deadline)
+            VALUES (v_now, v_now, submit.scheduled_for, v_now + submit.queue_ttl,
+                    submit.queue_ttl, submit.max_attempts, submit.priority,
+                    submit.recovery_policy, submit.tenant_id, submit.session_id,
+                    submit.kind, submit.principal_id, submit.payload,
+                    submit.budget, submit.timeout, v_now + submit.timeout)
+            ON CONFLICT (tenant_id, session_id)
+               WHERE status IN ('queued', 'running', 'waiting_for_user')
+                 AND session_id IS NOT NULL
+               DO NOTHING
+            RETURNING r.run_id
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, 0, 'run.created',
+               jsonb_strip_nulls(jsonb_build_object(
+                   'kind', submit.kind, 'priority', submit.priority,
+                   'session_id', submit.session_id,
+                   'idempotency_key', submit.idempotency_key,
+                   'scheduled_for', submit.scheduled_for)),
+               v_now
+          FROM created AS c
+        RETURNING run_events.run_id INTO v_run_id;
+
+        IF v_run_id IS NULL THEN
+            -- Another transaction took the session between our look and our insert.
+            SELECT r.run_id INTO v_active
+              FROM runq.runs AS r
+             WHERE r.tenant_id = submit.tenant_id
+               AND r.session_id = submit.session_id
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('session %s of tenant %s already has active run %s',
+                                 submit.session_id, submit.tenant_id, v_active),
+                DETAIL = format('Run %s was created by a concurrent submit.', v_active),
+                HINT = 'Wait for it to finish, or cancel it.';
+        END IF;
+        outcome := 'created';
+        IF submit.scheduled_for IS NULL OR submit.scheduled_for <= v_now THEN
+            PERFORM pg_notify('runq', '');
+        END IF;
+    END IF;
+
+    IF submit.idempotency_key IS NOT NULL THEN
+        UPDATE runq.idempotency_keys AS k
+           SET run_id = v_run_id
+         WHERE k.tenant_id = submit.tenant_id
+           AND k.idempotency_key = submit.idempotency_key
+           AND (k.principal_id = submit.principal_id
+                OR (k.principal_id IS NULL AND submit.principal_id IS NULL));
+    END IF;
+
+    run_id := v_run_id;
+    RETURN NEXT;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval)
+    TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval) IS
+$c$Submit a run, or route the request to the session's waiting run.
+Returns (run_id, outcome): outcome is created, duplicate (same idempotency key and request: the original run, nothing changed) or input_delivered (the session's waiting_for_user run got payload as input and is queued again).
+priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired. budget: limits on the run's recorded usage over all its attempts, e.g. {"cost_usd": 2.00} (runq.record_usage; begin_turn fails the run once a total reaches its limit). timeout: the run must be terminal within it (deadline = now + timeout), else it fails with deadline_exceeded. A submit that delivers input to a waiting run leaves that run's budget and timeout as they were.
+Identifiers (tenant_id, kind, session_id, idempotency_key, principal_id) are at most 256 characters.
+Raises RQ001 (idempotency key reused for another request), RQ002 (the session has a queued or running run), 22023 (bad argument).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_heartbeat.sql ====
+
+-- Deploy runq:function_heartbeat to pg
+-- requires: table_runs
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers every third of a lease. The hot path is one HOT update
+-- of the run row (no indexed column changes) and no event. When the fence
+-- refuses, runq._refuse answers: RQ003, cancellation (cancel was requested)
+-- or run.fenced. Never raises for being fenced.
+--
+-- Reworked after v0.1.3: past the run's deadline, the holder's call fails
+-- the run (deadline_exceeded, through runq._refuse) and returns false.
+CREATE OR REPLACE FUNCTION runq.heartbeat(run_id bigint, epoch bigint)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    UPDATE runq.runs AS r
+       SET heartbeat_at = v_now,
+           lease_expires_at = v_now + r.lease
+     WHERE r.run_id = heartbeat.run_id
+       AND r.status = 'running' AND r.lease_epoch = heartbeat.epoch  -- fence
+       AND NOT r.cancel_requested
+       AND (r.deadline IS NULL OR r.deadline > v_now);  -- else runq._refuse fails it
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(heartbeat.run_id, heartbeat.epoch, 'heartbeat', true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.heartbeat(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.heartbeat(bigint, bigint) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.heartbeat(bigint, bigint) IS
+$c$Extend the lease of a run this worker holds under epoch by the lease's length. Returns true, or false when the worker must stop: the run is no longer running under this epoch (fenced: one run.fenced event is logged) or cancel was requested (the run becomes cancelled now) or the run is past its deadline (it becomes failed now, deadline_exceeded).
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_heartbeat_many.sql ====
+
+-- Deploy runq:function_heartbeat_many to pg
+-- requires: table_runs
+-- requires: function__answer_batch
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- One round trip and one statement for every in-flight run of a worker:
+-- each element is runq.heartbeat's fenced update, and runq._answer_batch
+-- answers the elements as runq.heartbeat would. A worker's own runs are
+-- locked by no other worker's batch (only the epoch holder's elements match),
+-- so batches do not deadlock.
+--
+-- Reworked after v0.1.3: past the run's deadline, the holder's call fails
+-- the run (deadline_exceeded, through runq._refuse) and returns false.
+CREATE OR REPLACE FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[])
+    RETURNS TABLE(run_id bigint, alive boolean)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_alive bigint[];
+BEGIN
+    WITH beaten AS (
+        UPDATE runq.runs AS r
+           SET heartbeat_at = v_now,
+               lease_expires_at = v_now + r.lease
+          FROM unnest(heartbeat_many.run_ids, heartbeat_many.epochs) AS b(run_id, epoch)
+         WHERE r.run_id = b.run_id
+           AND r.status = 'running' AND r.lease_epoch = b.epoch  -- fence
+           AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+        RETURNING r.run_id
+    )
+    SELECT array_agg(x.run_id) INTO v_alive FROM beaten AS x;
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(heartbeat_many.run_ids, heartbeat_many.epochs, NULL,
+                                           v_alive, 'heartbeat', true) AS a;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.heartbeat_many(bigint[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.heartbeat_many(bigint[], bigint[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.heartbeat_many(bigint[], bigint[]) IS
+$c$runq.heartbeat for many runs in one statement: the run run_ids[i] under epochs[i], one row per element in the order given. alive is what runq.heartbeat would return for it: true, or false when that run is fenced (one run.fenced event) or cancel was requested (the run becomes cancelled now) or the run is past its deadline (it becomes failed now, deadline_exceeded).
+Raises 22023 (NULL array, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_checkpoint.sql ====
+
+-- Deploy runq:function_checkpoint to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_checkpoints
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers at a tool-invocation boundary. One statement: the fenced
+-- update points the run at the new checkpoint (a HOT update: last_checkpoint
+-- is not indexed), stores the state and logs run.checkpointed.
+-- Raises 22023 (NULL state), RQ003; false when fenced or cancelled.
+--
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
+--
+-- Reworked after v0.1.3: past the run's deadline, the holder's call fails
+-- the run (deadline_exceeded, through runq._refuse) and returns false.
+CREATE OR REPLACE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('state', checkpoint.state) THEN
+    END IF;
+
+    WITH pointed AS (
+        UPDATE runq.runs AS r
+           SET last_checkpoint = nextval('runq.progress_seq'), updated_at = v_now
+         WHERE r.run_id = checkpoint.run_id
+           AND r.status = 'running' AND r.lease_epoch = checkpoint.epoch  -- fence
+           AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+        RETURNING r.run_id, r.lease_epoch, r.last_checkpoint
+    ), stored AS (
+        INSERT INTO runq.checkpoints (run_id, seq, epoch, created_at, state)
+        SELECT p.run_id, p.last_checkpoint, p.lease_epoch, v_now, checkpoint.state
+          FROM pointed AS p
+    )
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT p.run_id, p.lease_epoch, 'run.checkpointed',
+           jsonb_build_object('seq', p.last_checkpoint), v_now
+      FROM pointed AS p;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(checkpoint.run_id, checkpoint.epoch, 'checkpoint', true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.checkpoint(bigint, bigint, jsonb) IS
+$c$Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run's deadline (it becomes failed, deadline_exceeded).
+Raises 22023 (NULL run_id, epoch or state), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_begin_tool.sql ====
+
+-- Deploy runq:function_begin_tool to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_tool_calls
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers before a tool executes, with the tool's declared
+-- idempotency class, which decides what a dead lease makes of the call
+-- (runq._resolve_tool_calls). Locks the run with the fenced update first, so
+-- a sweep cannot resolve calls between the fence and the insert. A call_id
+-- may begin again after it became retryable or uncertain (a new attempt), or
+-- repeat under the same epoch (a client retry); a finished call may not.
+-- Raises 22023 (bad arguments), RQ003, RQ004 (call already finished or
+-- started by another epoch); false when fenced or cancelled.
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks.
+--
+-- Reworked after v0.1.3: past the run's deadline, the holder's call fails
+-- the run (deadline_exceeded, through runq._refuse) and returns false.
+CREATE OR REPLACE FUNCTION runq.begin_tool(
+    run_id       bigint,
+    epoch        bigint,
+    call_id      text,
+    tool         text,
+    idempotency  text,
+    args         jsonb DEFAULT '{}')
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_identifier('call_id', begin_tool.call_id)
+       AND runq._check_identifier('tool', begin_tool.tool)
+       AND runq._check_choice('idempotency', begin_tool.idempotency,
+                              'read_only, idempotent, non_idempotent')
+       AND runq._check_object('args', begin_tool.args) THEN
+    END IF;
+
+    UPDATE runq.runs AS r
+       SET tools_begun = r.tools_begun + 1, updated_at = v_now
+     WHERE r.run_id = begin_tool.run_id
+       AND r.status = 'running' AND r.lease_epoch = begin_tool.epoch  -- fence
+       AND NOT r.cancel_requested
+       AND (r.deadline IS NULL OR r.deadline > v_now);  -- else runq._refuse fails it
+    IF NOT FOUND THEN
+        RETURN runq._refuse(begin_tool.run_id, begin_tool.epoch, 'begin_tool', true);
+    END IF;
+
+    INSERT INTO runq.tool_calls AS t
+           (run_id, call_id, epoch, started_at, tool, idempotency, args)
+    VALUES (begin_tool.run_id, begin_tool.call_id, begin_tool.epoch, v_now,
+            begin_tool.tool, begin_tool.idempotency, begin_tool.args)
+    ON CONFLICT ON CONSTRAINT tool_calls_pkey DO UPDATE
+       SET epoch = excluded.epoch, started_at = excluded.started_at,
+           finished_at = NULL, tool = excluded.tool,
+           idempotency = excluded.idempotency, status = 'started',
+           args = excluded.args, outcome = NULL
+     WHERE t.status IN ('retryable', 'uncertain')
+        OR (t.status = 'started' AND t.epoch = excluded.epoch)
+    RETURNING t.status::text INTO v_status;
+    IF NOT FOUND THEN
+        SELECT t.status::text INTO v_status
+          FROM runq.tool_calls AS t
+         WHERE t.run_id = begin_tool.run_id AND t.call_id = begin_tool.call_id;
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('tool call %s of run %s is already %s',
+                             begin_tool.call_id, begin_tool.run_id, v_status),
+            HINT = 'Use a new call_id for a new invocation.';
+    END IF;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (begin_tool.run_id, begin_tool.epoch, 'run.tool_started',
+            jsonb_build_object('call_id', begin_tool.call_id, 'tool', begin_tool.tool,
+                               'idempotency', begin_tool.idempotency),
+            v_now);
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) IS
+$c$Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool's class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run's deadline (it becomes failed, deadline_exceeded).
+Raises 22023 (NULL run_id or epoch, a call_id or tool not of 1 to 256 characters, an idempotency not read_only, idempotent or non_idempotent, args not an object), RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_begin_turn.sql ====
+
+-- Deploy runq:function_begin_turn to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers before every chargeable model call. The counter is what
+-- the zero_work recovery policy reads: a run that began a turn may have
+-- charged someone and is never silently run again.
+-- Raises RQ003; false when fenced or cancelled.
+--
+-- Reworked after v0.1.3: past the run's deadline, the holder's call fails
+-- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- And the budget gate: once a total of the run's usage has reached its
+-- budget, the call fails the run (budget_exhausted) instead of counting a turn.
+CREATE OR REPLACE FUNCTION runq.begin_turn(run_id bigint, epoch bigint)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    WITH counted AS (
+        UPDATE runq.runs AS r
+           SET turns = r.turns + 1, updated_at = v_now
+         WHERE r.run_id = begin_turn.run_id
+           AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
+           AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+           AND (r.budget IS NULL OR runq._budget_overrun(r.usage, r.budget) IS NULL)  -- the gate
+        RETURNING r.run_id, r.lease_epoch, r.turns
+    )
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT c.run_id, c.lease_epoch, 'run.turn_started',
+           jsonb_build_object('turn', c.turns), v_now
+      FROM counted AS c;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(begin_turn.run_id, begin_turn.epoch, 'begin_turn', true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.begin_turn(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.begin_turn(bigint, bigint) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.begin_turn(bigint, bigint) IS
+$c$Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run's turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled), past the run's deadline (it becomes failed, deadline_exceeded), or, the budget gate, once a total of the run's usage has reached its budget (usage[k] >= budget[k]: it becomes failed, budget_exhausted, naming the key, the limit and the total).
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_record_usage.sql ====
+
+-- Deploy runq:function_record_usage to pg
+-- requires: columns_runs_usage
+-- requires: domain_event_type
+-- requires: argument_check_usage
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers after each model or tool call that cost something.
+-- Spend is a fact, not a transition: it is added to the run's totals and
+-- logged (run.usage, under the caller's epoch) whoever holds the run now,
+-- also after the run finished. Only an epoch the run never had is refused:
+-- no claim issued it, so no worker could have spent under it. One UPDATE of
+-- the run (totals only: a HOT update, no index touched) and one event; the
+-- row lock orders concurrent recorders, so the sums are exact. The answer is
+-- the fence's: false when the caller no longer holds the run (one run.fenced).
+CREATE FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_held  boolean;
+    v_epoch bigint;
+BEGIN
+    IF runq._check_usage('usage', record_usage.usage) THEN
+    END IF;
+    IF record_usage.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', record_usage.epoch);
+    END IF;
+
+    UPDATE runq.runs AS r
+       SET usage = r.usage || (SELECT jsonb_object_agg(u.key, coalesce((r.usage -> u.key)::numeric, 0)
+                                                          + u.value::numeric)
+                                 FROM jsonb_each(record_usage.usage) AS u)
+     WHERE r.run_id = record_usage.run_id
+       AND record_usage.epoch BETWEEN 1 AND r.lease_epoch
+    RETURNING r.status = 'running' AND r.lease_epoch = record_usage.epoch INTO v_held;
+    IF NOT FOUND THEN
+        SELECT r.lease_epoch::bigint INTO v_epoch FROM runq.runs AS r WHERE r.run_id = record_usage.run_id;
+        IF NOT FOUND THEN
+            PERFORM runq._run_not_found(record_usage.run_id);
+        END IF;
+        PERFORM runq._bad_argument('epoch',
+            CASE WHEN v_epoch = 0 THEN format('an epoch run %s was claimed with (it never was)', record_usage.run_id)
+                 ELSE format('an epoch run %s was claimed with, 1 to %s', record_usage.run_id, v_epoch) END,
+            record_usage.epoch);
+    END IF;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (record_usage.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now);
+    IF v_held THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(record_usage.run_id, record_usage.epoch, 'record_usage', false);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.record_usage(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.record_usage(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.record_usage(bigint, bigint, jsonb) IS
+$c$Record what a model or tool call of the run spent: usage is an object of non-negative numbers, e.g. {"input_tokens": 1200, "output_tokens": 310, "cost_usd": 0.0123} (keys are free). Each value is added to the run's totals (exact numeric sums; runq.get_run and runq.claim show them as usage) and one run.usage event (payload: usage) is logged under epoch. Recorded even from a fenced epoch, and after the run finished, for any epoch the run was claimed with: spend is a fact whoever holds the run now. Not stopped by a cancel flag, the deadline or the budget. Returns true when the run is running under epoch, else false (fenced: one run.fenced event).
+Raises 22023 (usage not a non-empty object of non-negative numbers, NULL run_id or epoch, an epoch the run never had: 0, negative or above its current one), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_set_budget.sql ====
+
+-- Deploy runq:function_set_budget to pg
+-- requires: columns_runs_usage
+-- requires: argument_check_usage
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators: raise (or lower, or remove) a run's budget. Not for a
+-- run that succeeded or was cancelled, which will spend nothing more; a
+-- failed one may be redriven, and a budget_exhausted one needs a larger
+-- budget first. The totals are never touched: they are what was spent.
+CREATE FUNCTION runq.set_budget(run_id bigint, budget jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF runq._check_usage('budget', set_budget.budget, optional => true) THEN
+    END IF;
+    UPDATE runq.runs AS r
+       SET budget = set_budget.budget, updated_at = clock_timestamp()
+     WHERE r.run_id = set_budget.run_id
+       AND r.status IN ('queued', 'running', 'waiting_for_user', 'failed');
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    IF NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = set_budget.run_id) THEN
+        PERFORM runq._run_not_found(set_budget.run_id);
+    END IF;
+    RETURN false;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.set_budget(bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.set_budget(bigint, jsonb) TO runq_admin;
+
+COMMENT ON FUNCTION runq.set_budget(bigint, jsonb) IS
+$c$Replace the budget of a queued, running, waiting_for_user or failed run (NULL removes it): true. false for a run that succeeded or was cancelled, which is left as it is. The usage totals are never changed.
+Raises 22023 (budget not NULL or a non-empty object of non-negative numbers, NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_usage_report.sql ====
+
+-- Deploy runq:function_usage_report to pg
+-- requires: index_run_events_usage
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Read-only: what was spent in [since, until), per tenant and kind, from the
+-- ledger (the run.usage events, fenced epochs' included), not from the runs'
+-- totals, which have no time. The window is read from run_events_usage_idx;
+-- each run's tenant and kind by its primary key.
+CREATE FUNCTION runq.usage_report(since timestamptz, until timestamptz DEFAULT NULL)
+    RETURNS TABLE(tenant_id text, kind text, runs bigint, usage jsonb)
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF usage_report.since IS NULL OR NOT isfinite(usage_report.since) THEN
+        PERFORM runq._bad_argument('since', 'a finite time', usage_report.since);
+    END IF;
+    IF usage_report.until <= usage_report.since THEN
+        PERFORM runq._bad_argument('until', format('NULL or after since (%s)', usage_report.since),
+                                   usage_report.until);
+    END IF;
+    RETURN QUERY
+    WITH spent AS (
+        SELECT r.tenant_id::text AS tenant_id, r.kind::text AS kind, e.run_id, u.key,
+               u.value::numeric AS amount
+          FROM runq.run_events AS e
+          JOIN runq.runs AS r ON r.run_id = e.run_id
+         CROSS JOIN LATERAL jsonb_each(e.payload) AS u
+         WHERE e.type = 'run.usage'
+           AND e.created_at >= usage_report.since
+           AND (usage_report.until IS NULL OR e.created_at < usage_report.until)
+    ), per_key AS (
+        SELECT s.tenant_id, s.kind, s.key, sum(s.amount) AS total
+          FROM spent AS s
+         GROUP BY s.tenant_id, s.kind, s.key
+    ), per_run AS (
+        SELECT s.tenant_id, s.kind, count(DISTINCT s.run_id) AS runs
+          FROM spent AS s
+         GROUP BY s.tenant_id, s.kind
+    )
+    SELECT p.tenant_id, p.kind, p.runs,
+           (SELECT jsonb_object_agg(k.key, k.total ORDER BY k.key)
+              FROM per_key AS k
+             WHERE k.tenant_id = p.tenant_id AND k.kind = p.kind)
+      FROM per_run AS p
+     ORDER BY p.tenant_id, p.kind;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.usage_report(timestamptz, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.usage_report(timestamptz, timestamptz) TO runq_admin;
+
+COMMENT ON FUNCTION runq.usage_report(timestamptz, timestamptz) IS
+$c$Usage recorded in [since, until) (until NULL: up to now), per tenant and kind, from the ledger of run.usage events, fenced epochs included: runs is how many runs recorded any, usage the exact sum of each key. Ordered by tenant_id, kind; reads only.
+Raises 22023 (since NULL or not finite, until not after since).$c$;
+
+COMMIT;
+
+-- ==== deploy/comment_release_deadline.sql ====
+
+-- Deploy runq:comment_release_deadline to pg
+-- requires: comments_raises
+-- requires: function__expire_leases
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- release takes the lease-expiry path, which now fails a run past its
+-- deadline (runq._expire_leases); its comment, and so docs/API.md, says so.
+COMMENT ON FUNCTION runq.release(bigint,bigint) IS
+$c$Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled; a run past its deadline fails with code deadline_exceeded. Returns true, or false when fenced.
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMIT;

@@ -126,8 +126,7 @@ CREATE DOMAIN runq.epoch AS bigint
 
 COMMENT ON DOMAIN runq.epoch IS 'A lease epoch, the fencing token: 0 before the first claim, +1 per claim.';
 
-CREATE DOMAIN runq.event_type AS text
-	CONSTRAINT event_type_check CHECK ((VALUE = ANY (ARRAY['run.created'::text, 'run.claimed'::text, 'run.checkpointed'::text, 'run.turn_started'::text, 'run.tool_started'::text, 'run.tool_finished'::text, 'run.tool_uncertain'::text, 'run.waiting_for_user'::text, 'run.input_delivered'::text, 'run.succeeded'::text, 'run.failed'::text, 'run.cancel_requested'::text, 'run.cancelled'::text, 'run.requeued'::text, 'run.fenced'::text, 'run.redriven'::text])));
+CREATE DOMAIN runq.event_type AS text;
 
 COMMENT ON DOMAIN runq.event_type IS 'The type of a run event.';
 
@@ -183,7 +182,10 @@ CREATE TYPE runq.run_info AS (
 	question jsonb,
 	created_at timestamp with time zone,
 	updated_at timestamp with time zone,
-	finished_at timestamp with time zone
+	finished_at timestamp with time zone,
+	usage jsonb,
+	budget jsonb,
+	deadline timestamp with time zone
 );
 
 COMMENT ON TYPE runq.run_info IS 'One run as runq.get_run shows it.';
@@ -202,6 +204,17 @@ CREATE DOMAIN runq.tool_idempotency AS text
 	CONSTRAINT tool_idempotency_check CHECK ((VALUE = ANY (ARRAY['read_only'::text, 'idempotent'::text, 'non_idempotent'::text])));
 
 COMMENT ON DOMAIN runq.tool_idempotency IS 'A tool''s declared idempotency class: what a dead lease makes of a call left started.';
+
+CREATE FUNCTION runq._is_usage(value jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((jsonb_typeof(value) = 'object'::text) AND (value <> '{}'::jsonb) AND (NOT jsonb_path_exists(value, '$.*?(@.type() != "number" || @ < 0)'::jsonpath)));
+
+COMMENT ON FUNCTION runq._is_usage(value jsonb) IS 'True for usage or a budget: a non-empty jsonb object whose values are non-negative numbers.';
+
+CREATE DOMAIN runq.usage_amounts AS jsonb
+	CONSTRAINT usage_amounts_check CHECK (runq._is_usage(VALUE));
+
+COMMENT ON DOMAIN runq.usage_amounts IS 'Usage or a budget of it: a non-empty object of non-negative numbers, e.g. {"cost_usd": 2.00}.';
 
 CREATE FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, counted boolean) RETURNS boolean
     LANGUAGE plpgsql
@@ -367,6 +380,18 @@ $$;
 
 COMMENT ON FUNCTION runq._bad_argument(argument text, expected text, got anyelement) IS 'Internal: raises 22023 "<argument> must be <expected>, got <got>". Never returns.';
 
+CREATE FUNCTION runq._budget_overrun(usage jsonb, budget jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    BEGIN ATOMIC
+ SELECT jsonb_build_object('key', b.key, 'limit', b.value, 'total', COALESCE((_budget_overrun.usage -> b.key), '0'::jsonb)) AS jsonb_build_object
+    FROM jsonb_each(_budget_overrun.budget) WITH ORDINALITY b(key, value, n)
+   WHERE (COALESCE(((_budget_overrun.usage -> b.key))::numeric, (0)::numeric) >= (b.value)::numeric)
+   ORDER BY b.n
+  LIMIT 1;
+END;
+
+COMMENT ON FUNCTION runq._budget_overrun(usage jsonb, budget jsonb) IS 'Internal: {key, limit, total} of the first budget key whose total reached its limit, or NULL.';
+
 CREATE FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -495,6 +520,12 @@ CREATE FUNCTION runq._check_object(argument text, value jsonb) RETURNS boolean
 
 COMMENT ON FUNCTION runq._check_object(argument text, value jsonb) IS 'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
 
+CREATE FUNCTION runq._check_usage(argument text, value jsonb, optional boolean DEFAULT false) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN (runq._is_usage(value) OR (optional AND (value IS NULL))) THEN true ELSE runq._bad_argument(argument, CASE WHEN optional THEN 'NULL or a non-empty object of non-negative numbers'::text ELSE 'a non-empty object of non-negative numbers'::text END, "left"(COALESCE((value)::text, 'NULL'::text), 200)) END;
+
+COMMENT ON FUNCTION runq._check_usage(argument text, value jsonb, optional boolean) IS 'True for usage (or, optional, NULL), else 22023 naming the argument and its value.';
+
 CREATE FUNCTION runq._checkpoint_state(run_id bigint, seq bigint) RETURNS jsonb
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -552,6 +583,7 @@ BEGIN
     WITH decided AS (
         SELECT r.run_id,
                CASE WHEN r.cancel_requested THEN 'cancelled'
+                    WHEN r.deadline <= _expire_leases.at THEN 'deadline_exceeded'
                     WHEN NOT released AND r.attempts >= r.max_attempts THEN 'dead_lettered'
                     WHEN r.recovery_policy = 'fail' THEN 'orphaned'
                     WHEN r.recovery_policy = 'zero_work'
@@ -574,6 +606,7 @@ BEGIN
                        THEN _expire_leases.at + runq._backoff(r.attempts)
                    ELSE NULL END,
                failure = CASE d.action
+                   WHEN 'deadline_exceeded' THEN runq._stop_failure(r, false, _expire_leases.at)
                    WHEN 'dead_lettered' THEN jsonb_build_object(
                        'code', 'max_attempts_exceeded',
                        'message', format('lease expired on attempt %s of %s', r.attempts, r.max_attempts),
@@ -868,6 +901,33 @@ BEGIN
         END IF;
     END IF;
 
+    -- Past its deadline, or (begin_turn only) at its budget: the holder's
+    -- call fails the run, after a cancel flag and deadline first
+    -- (runq._stop_failure). Tested again under the row lock, as the cancel is.
+    IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        WITH failed AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed',
+                   failure = runq._stop_failure(r, operation = 'begin_turn', v_now),
+                   lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = _refuse.run_id
+               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+               AND NOT r.cancel_requested
+               AND runq._stop_failure(r, operation = 'begin_turn', v_now) IS NOT NULL
+            RETURNING r.run_id, r.lease_epoch, r.failure
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure::jsonb, v_now
+          FROM failed AS f;
+        IF FOUND THEN
+            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
+            RETURN false;
+        END IF;
+    END IF;
+
     -- Running under the very epoch the fence missed: that epoch was issued
     -- after the fence ran (a forged epoch a claim has just reached), so it was
     -- one the run never had then. Its worker's own fencing, later, logs it.
@@ -885,19 +945,23 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean) IS 'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+COMMENT ON FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean) IS 'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, a failure past the deadline or (begin_turn) at the budget, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
-CREATE FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) RETURNS bytea
+CREATE FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) RETURNS bytea
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT sha256(convert_to(jsonb_build_array(
-               kind, payload, session_id, priority,
-               extract(epoch FROM scheduled_for), max_attempts, recovery_policy,
-               extract(epoch FROM queue_ttl))::text, 'UTF8'))
+    SELECT sha256(convert_to((
+               jsonb_build_array(
+                   kind, payload, session_id, priority,
+                   extract(epoch FROM scheduled_for), max_attempts, recovery_policy,
+                   extract(epoch FROM queue_ttl))
+               || CASE WHEN budget IS NULL AND timeout IS NULL THEN '[]'::jsonb
+                       ELSE jsonb_build_array(budget, extract(epoch FROM timeout)) END
+           )::text, 'UTF8'))
 $$;
 
-COMMENT ON FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) IS 'Internal: SHA-256 of a submit request, compared when an idempotency key is reused.';
+COMMENT ON FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) IS 'Internal: SHA-256 of a submit request, compared when an idempotency key is reused; without budget and timeout, the hash v0.1 computed.';
 
 CREATE FUNCTION runq._requeued(run_id bigint, from_running boolean) RETURNS boolean
     LANGUAGE plpgsql
@@ -1076,6 +1140,96 @@ $$;
 
 COMMENT ON FUNCTION runq._slot_left(tenant_id text, kind text) IS 'Hands the slot a run of this tenant and kind just left to the oldest parked run that needs only that slot; true.';
 
+CREATE TABLE runq.runs (
+    run_id bigint NOT NULL,
+    lease_epoch runq.epoch DEFAULT 0 NOT NULL,
+    last_checkpoint bigint,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    scheduled_for timestamp with time zone,
+    ready_at timestamp with time zone GENERATED ALWAYS AS (COALESCE(scheduled_for, created_at)) STORED NOT NULL,
+    expires_at timestamp with time zone,
+    heartbeat_at timestamp with time zone,
+    lease_expires_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    lease runq.duration,
+    queue_ttl runq.duration,
+    attempts runq.counter DEFAULT 0 NOT NULL,
+    max_attempts runq.attempt_limit DEFAULT 3 NOT NULL,
+    turns runq.counter DEFAULT 0 NOT NULL,
+    tools_begun runq.counter DEFAULT 0 NOT NULL,
+    priority runq.priority_class NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    status runq.run_status DEFAULT 'queued'::text NOT NULL,
+    recovery_policy runq.recovery_policy DEFAULT 'resume'::text NOT NULL,
+    tenant_id runq.identifier NOT NULL,
+    session_id runq.identifier,
+    kind runq.identifier NOT NULL,
+    principal_id text,
+    lease_owner text,
+    payload runq.json_object DEFAULT '{}'::jsonb NOT NULL,
+    result jsonb,
+    failure runq.failure_record,
+    question jsonb,
+    usage jsonb DEFAULT '{}'::jsonb NOT NULL,
+    budget runq.usage_amounts,
+    timeout runq.duration,
+    deadline timestamp with time zone,
+    parked boolean DEFAULT false NOT NULL,
+    CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
+);
+
+COMMENT ON TABLE runq.runs IS 'Every run, from submit to its terminal status; failed runs are the dead letter and stay here.';
+
+COMMENT ON COLUMN runq.runs.lease_epoch IS 'The fencing token: +1 on every claim; a worker write applies only under the epoch it was claimed with.';
+
+COMMENT ON COLUMN runq.runs.last_checkpoint IS 'runq.checkpoints.seq of the newest checkpoint, so a claim finds it with one key lookup.';
+
+COMMENT ON COLUMN runq.runs.ready_at IS 'coalesce(scheduled_for, created_at): the claim order within a priority class.';
+
+COMMENT ON COLUMN runq.runs.expires_at IS 'created_at + queue_ttl: a queued run still waiting then fails with queue_ttl_expired.';
+
+COMMENT ON COLUMN runq.runs.lease IS 'Lease length of the current or last claim; a heartbeat extends the lease by it.';
+
+COMMENT ON COLUMN runq.runs.turns IS 'begin_turn calls over the run''s whole life; with tools_begun it decides zero work.';
+
+COMMENT ON COLUMN runq.runs.tools_begun IS 'begin_tool calls over the run''s whole life; with turns it decides zero work.';
+
+COMMENT ON COLUMN runq.runs.usage IS 'What every attempt of the run recorded (runq.record_usage), summed per key as exact numerics; its run.usage events are the ledger.';
+
+COMMENT ON COLUMN runq.runs.budget IS 'Limits on usage across all attempts: begin_turn fails the run once a total reaches its limit. NULL: none.';
+
+COMMENT ON COLUMN runq.runs.timeout IS 'submit''s timeout: the run must be terminal this long after its submit (or after a redrive of a run that missed it). NULL: none.';
+
+COMMENT ON COLUMN runq.runs.deadline IS 'created_at + timeout, or the redrive''s time + timeout: a run not terminal by then fails with deadline_exceeded. NULL exactly when timeout is.';
+
+COMMENT ON COLUMN runq.runs.parked IS 'A queued run held out of the claim''s indexes, for a concurrency limit, a pause, or until due under a limit; meaningful only while status = ''queued''.';
+
+CREATE FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp with time zone) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT CASE
+        WHEN (run).deadline <= at THEN jsonb_build_object(
+            'code', 'deadline_exceeded',
+            'message', format('not finished by its deadline %s (timeout %s)',
+                              (run).deadline, (run).timeout),
+            'deadline', (run).deadline, 'timeout', (run).timeout,
+            'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
+        WHEN gated THEN (
+            SELECT jsonb_build_object(
+                       'code', 'budget_exhausted',
+                       'message', format('%s reached %s of its budget of %s',
+                                         o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit'),
+                       'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
+                   || o.overrun
+              FROM (SELECT runq._budget_overrun((run).usage, (run).budget)) AS o (overrun)
+             WHERE o.overrun IS NOT NULL)
+    END
+$$;
+
+COMMENT ON FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp with time zone) IS 'Internal: the failure a held run stops with now: deadline_exceeded, or (gated: begin_turn) budget_exhausted; NULL when neither applies.';
+
 CREATE FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1210,6 +1364,7 @@ BEGIN
          WHERE r.run_id = ask_user.run_id
            AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
            AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -1228,7 +1383,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) IS 'Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session''s active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+COMMENT ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) IS 'Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session''s active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run''s deadline (the run becomes failed, deadline_exceeded).
 Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).';
 
 CREATE FUNCTION runq.begin_tool(run_id bigint, epoch bigint, call_id text, tool text, idempotency text, args jsonb DEFAULT '{}'::jsonb) RETURNS boolean
@@ -1253,7 +1408,8 @@ BEGIN
        SET tools_begun = r.tools_begun + 1, updated_at = v_now
      WHERE r.run_id = begin_tool.run_id
        AND r.status = 'running' AND r.lease_epoch = begin_tool.epoch  -- fence
-       AND NOT r.cancel_requested;
+       AND NOT r.cancel_requested
+       AND (r.deadline IS NULL OR r.deadline > v_now);  -- else runq._refuse fails it
     IF NOT FOUND THEN
         RETURN runq._refuse(begin_tool.run_id, begin_tool.epoch, 'begin_tool', true);
     END IF;
@@ -1289,7 +1445,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.begin_tool(run_id bigint, epoch bigint, call_id text, tool text, idempotency text, args jsonb) IS 'Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool''s class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+COMMENT ON FUNCTION runq.begin_tool(run_id bigint, epoch bigint, call_id text, tool text, idempotency text, args jsonb) IS 'Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool''s class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run''s deadline (it becomes failed, deadline_exceeded).
 Raises 22023 (NULL run_id or epoch, a call_id or tool not of 1 to 256 characters, an idempotency not read_only, idempotent or non_idempotent, args not an object), RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch).';
 
 CREATE FUNCTION runq.begin_turn(run_id bigint, epoch bigint) RETURNS boolean
@@ -1305,6 +1461,8 @@ BEGIN
          WHERE r.run_id = begin_turn.run_id
            AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
            AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+           AND (r.budget IS NULL OR runq._budget_overrun(r.usage, r.budget) IS NULL)  -- the gate
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -1318,7 +1476,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.begin_turn(run_id bigint, epoch bigint) IS 'Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run''s turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+COMMENT ON FUNCTION runq.begin_turn(run_id bigint, epoch bigint) IS 'Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run''s turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled), past the run''s deadline (it becomes failed, deadline_exceeded), or, the budget gate, once a total of the run''s usage has reached its budget (usage[k] >= budget[k]: it becomes failed, budget_exhausted, naming the key, the limit and the total).
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL::text) RETURNS text
@@ -1394,6 +1552,7 @@ BEGIN
          WHERE r.run_id = checkpoint.run_id
            AND r.status = 'running' AND r.lease_epoch = checkpoint.epoch  -- fence
            AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
         RETURNING r.run_id, r.lease_epoch, r.last_checkpoint
     ), stored AS (
         INSERT INTO runq.checkpoints (run_id, seq, epoch, created_at, state)
@@ -1411,10 +1570,10 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) IS 'Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+COMMENT ON FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) IS 'Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run''s deadline (it becomes failed, deadline_exceeded).
 Raises 22023 (NULL run_id, epoch or state), RQ003 (no such run).';
 
-CREATE FUNCTION runq.claim(classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, max_runs integer DEFAULT 1, kinds text[] DEFAULT NULL::text[]) RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text, kind text, priority integer, payload jsonb, attempt integer, checkpoint jsonb, inputs jsonb, resumed boolean, lease_expires_at timestamp with time zone)
+CREATE FUNCTION runq.claim(classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, max_runs integer DEFAULT 1, kinds text[] DEFAULT NULL::text[]) RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text, kind text, priority integer, payload jsonb, attempt integer, checkpoint jsonb, inputs jsonb, resumed boolean, lease_expires_at timestamp with time zone, deadline timestamp with time zone, budget jsonb, usage jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -1474,7 +1633,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -1492,7 +1651,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
@@ -1544,7 +1703,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -1562,7 +1721,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;
@@ -1584,7 +1743,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.claim(classes integer[], worker_id text, lease interval, max_runs integer, kinds text[]) IS 'Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run''s lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+COMMENT ON FUNCTION runq.claim(classes integer[], worker_id text, lease interval, max_runs integer, kinds text[]) IS 'Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run''s lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. deadline, budget and usage are the run''s (usage: the totals every attempt recorded, {} when none). lease defaults to runq.settings.lease. Zero rows when nothing is ready.
 Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).';
 
 CREATE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL::jsonb) RETURNS boolean
@@ -1694,7 +1853,8 @@ BEGIN
         SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
-               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
+               r.usage, r.budget::jsonb, r.deadline
           FROM runq.runs AS r
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC
@@ -1843,7 +2003,8 @@ BEGIN
     SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
            r.priority::integer, r.attempts::integer, r.max_attempts::integer,
            r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
-           r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
+           r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
+           r.usage, r.budget::jsonb, r.deadline
       INTO v_run
       FROM runq.runs AS r
      WHERE r.run_id = get_run.run_id;
@@ -1855,7 +2016,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.get_run(run_id bigint) IS 'One run: run_id, tenant_id, session_id, kind, status, priority, attempts, max_attempts, scheduled_for, lease_epoch, cancel_requested, result, failure, question, created_at, updated_at, finished_at (use SELECT * FROM runq.get_run(id)).
+COMMENT ON FUNCTION runq.get_run(run_id bigint) IS 'One run: run_id, tenant_id, session_id, kind, status, priority, attempts, max_attempts, scheduled_for, lease_epoch, cancel_requested, result, failure, question, created_at, updated_at, finished_at, usage (the totals every attempt recorded, exact sums; {} when none), budget, deadline (use SELECT * FROM runq.get_run(id)).
 Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE FUNCTION runq.heartbeat(run_id bigint, epoch bigint) RETURNS boolean
@@ -1870,7 +2031,8 @@ BEGIN
            lease_expires_at = v_now + r.lease
      WHERE r.run_id = heartbeat.run_id
        AND r.status = 'running' AND r.lease_epoch = heartbeat.epoch  -- fence
-       AND NOT r.cancel_requested;
+       AND NOT r.cancel_requested
+       AND (r.deadline IS NULL OR r.deadline > v_now);  -- else runq._refuse fails it
     IF FOUND THEN
         RETURN true;
     END IF;
@@ -1878,7 +2040,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) IS 'Extend the lease of a run this worker holds under epoch by the lease''s length. Returns true, or false when the worker must stop: the run is no longer running under this epoch (fenced: one run.fenced event is logged) or cancel was requested (the run becomes cancelled now).
+COMMENT ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) IS 'Extend the lease of a run this worker holds under epoch by the lease''s length. Returns true, or false when the worker must stop: the run is no longer running under this epoch (fenced: one run.fenced event is logged) or cancel was requested (the run becomes cancelled now) or the run is past its deadline (it becomes failed now, deadline_exceeded).
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) RETURNS TABLE(run_id bigint, alive boolean)
@@ -1898,6 +2060,7 @@ BEGIN
          WHERE r.run_id = b.run_id
            AND r.status = 'running' AND r.lease_epoch = b.epoch  -- fence
            AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
         RETURNING r.run_id
     )
     SELECT array_agg(x.run_id) INTO v_alive FROM beaten AS x;
@@ -1907,7 +2070,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) IS 'runq.heartbeat for many runs in one statement: the run run_ids[i] under epochs[i], one row per element in the order given. alive is what runq.heartbeat would return for it: true, or false when that run is fenced (one run.fenced event) or cancel was requested (the run becomes cancelled now).
+COMMENT ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) IS 'runq.heartbeat for many runs in one statement: the run run_ids[i] under epochs[i], one row per element in the order given. alive is what runq.heartbeat would return for it: true, or false when that run is fenced (one run.fenced event) or cancel was requested (the run becomes cancelled now) or the run is past its deadline (it becomes failed now, deadline_exceeded).
 Raises 22023 (NULL array, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).';
 
 CREATE FUNCTION runq.orphan_report(stale_after interval DEFAULT NULL::interval) RETURNS TABLE(lease_owner text, stale boolean, did_work boolean, runs bigint, oldest_heartbeat_at timestamp with time zone)
@@ -2046,6 +2209,51 @@ $$;
 COMMENT ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) IS 'Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).';
 
+CREATE FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_held  boolean;
+    v_epoch bigint;
+BEGIN
+    IF runq._check_usage('usage', record_usage.usage) THEN
+    END IF;
+    IF record_usage.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', record_usage.epoch);
+    END IF;
+
+    UPDATE runq.runs AS r
+       SET usage = r.usage || (SELECT jsonb_object_agg(u.key, coalesce((r.usage -> u.key)::numeric, 0)
+                                                          + u.value::numeric)
+                                 FROM jsonb_each(record_usage.usage) AS u)
+     WHERE r.run_id = record_usage.run_id
+       AND record_usage.epoch BETWEEN 1 AND r.lease_epoch
+    RETURNING r.status = 'running' AND r.lease_epoch = record_usage.epoch INTO v_held;
+    IF NOT FOUND THEN
+        SELECT r.lease_epoch::bigint INTO v_epoch FROM runq.runs AS r WHERE r.run_id = record_usage.run_id;
+        IF NOT FOUND THEN
+            PERFORM runq._run_not_found(record_usage.run_id);
+        END IF;
+        PERFORM runq._bad_argument('epoch',
+            CASE WHEN v_epoch = 0 THEN format('an epoch run %s was claimed with (it never was)', record_usage.run_id)
+                 ELSE format('an epoch run %s was claimed with, 1 to %s', record_usage.run_id, v_epoch) END,
+            record_usage.epoch);
+    END IF;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (record_usage.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now);
+    IF v_held THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(record_usage.run_id, record_usage.epoch, 'record_usage', false);
+END
+$$;
+
+COMMENT ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) IS 'Record what a model or tool call of the run spent: usage is an object of non-negative numbers, e.g. {"input_tokens": 1200, "output_tokens": 310, "cost_usd": 0.0123} (keys are free). Each value is added to the run''s totals (exact numeric sums; runq.get_run and runq.claim show them as usage) and one run.usage event (payload: usage) is logged under epoch. Recorded even from a fenced epoch, and after the run finished, for any epoch the run was claimed with: spend is a fact whoever holds the run now. Not stopped by a cancel flag, the deadline or the budget. Returns true when the run is running under epoch, else false (fenced: one run.fenced event).
+Raises 22023 (usage not a non-empty object of non-negative numbers, NULL run_id or epoch, an epoch the run never had: 0, negative or above its current one), RQ003 (no such run).';
+
 CREATE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL::text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2077,7 +2285,10 @@ BEGIN
            SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
                scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
                -- a fresh queue_ttl window, or a run that expired would expire again
-               expires_at = v_now + r.queue_ttl
+               expires_at = v_now + r.queue_ttl,
+               -- missed its deadline: a fresh window; any other failure keeps it
+               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded'
+                               THEN v_now + r.timeout ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
         SELECT r.run_id INTO v_active
@@ -2106,7 +2317,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.redrive(run_id bigint, reason text) IS 'Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+COMMENT ON FUNCTION runq.redrive(run_id bigint, reason text) IS 'Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
 Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).';
 
 CREATE FUNCTION runq.release(run_id bigint, epoch bigint) RETURNS boolean
@@ -2126,7 +2337,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.release(run_id bigint, epoch bigint) IS 'Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled. Returns true, or false when fenced.
+COMMENT ON FUNCTION runq.release(run_id bigint, epoch bigint) IS 'Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled; a run past its deadline fails with code deadline_exceeded. Returns true, or false when fenced.
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.resume(scope text, key text) RETURNS boolean
@@ -2174,6 +2385,30 @@ $$;
 
 COMMENT ON FUNCTION runq.run_events(run_id bigint) IS 'A run''s events in order: event_id, epoch, type, payload, created_at. Every transition appends one in its own transaction; heartbeats append none.
 Raises 22023 (NULL run_id), RQ003 (no such run).';
+
+CREATE FUNCTION runq.set_budget(run_id bigint, budget jsonb) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF runq._check_usage('budget', set_budget.budget, optional => true) THEN
+    END IF;
+    UPDATE runq.runs AS r
+       SET budget = set_budget.budget, updated_at = clock_timestamp()
+     WHERE r.run_id = set_budget.run_id
+       AND r.status IN ('queued', 'running', 'waiting_for_user', 'failed');
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    IF NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = set_budget.run_id) THEN
+        PERFORM runq._run_not_found(set_budget.run_id);
+    END IF;
+    RETURN false;
+END
+$$;
+
+COMMENT ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) IS 'Replace the budget of a queued, running, waiting_for_user or failed run (NULL removes it): true. false for a run that succeeded or was cancelled, which is left as it is. The usage totals are never changed.
+Raises 22023 (budget not NULL or a non-empty object of non-negative numbers, NULL run_id), RQ003 (no such run).';
 
 CREATE FUNCTION runq.set_limit(scope text, key text, max_running integer) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
@@ -2261,7 +2496,7 @@ $$;
 COMMENT ON FUNCTION runq.set_limit(scope text, key text, max_running integer) IS 'Set how many runs of one tenant or kind (scope ''tenant'' or ''kind'') may be running at once; key NULL sets the default for every tenant (or kind) without a row of its own; max_running NULL removes the row. claim never exceeds a limit, however many workers claim at once; waiting_for_user runs do not count. Runs over a limit stay queued, keep their place and are claimed as slots free; lowering a limit below the running count stops new claims for that key until the count falls under it (running runs go on).
 Raises 22023 (scope not tenant or kind, a key of over 256 characters or empty, max_running below 1).';
 
-CREATE FUNCTION runq.submit(tenant_id text, kind text, payload jsonb DEFAULT '{}'::jsonb, session_id text DEFAULT NULL::text, priority integer DEFAULT 10, idempotency_key text DEFAULT NULL::text, principal_id text DEFAULT NULL::text, scheduled_for timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT 3, recovery_policy text DEFAULT 'resume'::text, queue_ttl interval DEFAULT NULL::interval) RETURNS TABLE(run_id bigint, outcome text)
+CREATE FUNCTION runq.submit(tenant_id text, kind text, payload jsonb DEFAULT '{}'::jsonb, session_id text DEFAULT NULL::text, priority integer DEFAULT 10, idempotency_key text DEFAULT NULL::text, principal_id text DEFAULT NULL::text, scheduled_for timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT 3, recovery_policy text DEFAULT 'resume'::text, queue_ttl interval DEFAULT NULL::interval, budget jsonb DEFAULT NULL::jsonb, timeout interval DEFAULT NULL::interval) RETURNS TABLE(run_id bigint, outcome text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2294,7 +2529,9 @@ BEGIN
                                         submit.scheduled_for) END)
        AND runq._check_count('max_attempts', submit.max_attempts)
        AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
-       AND runq._check_duration('queue_ttl', submit.queue_ttl) THEN
+       AND runq._check_duration('queue_ttl', submit.queue_ttl)
+       AND runq._check_usage('budget', submit.budget, optional => true)
+       AND runq._check_duration('timeout', submit.timeout) THEN
     END IF;
 
     -- 1. Idempotency.
@@ -2302,7 +2539,7 @@ BEGIN
         v_hash := runq._request_hash(submit.kind, submit.payload, submit.session_id,
                                      submit.priority, submit.scheduled_for,
                                      submit.max_attempts, submit.recovery_policy,
-                                     submit.queue_ttl);
+                                     submit.queue_ttl, submit.budget, submit.timeout);
         -- A purge can delete the key, with its finished run, between the
         -- insert that met it and the read below: the key is free then, so
         -- this submit tries to take it again.
@@ -2359,11 +2596,12 @@ BEGIN
             INSERT INTO runq.runs AS r
                    (created_at, updated_at, scheduled_for, expires_at, queue_ttl,
                     max_attempts, priority, recovery_policy, tenant_id, session_id,
-                    kind, principal_id, payload)
+                    kind, principal_id, payload, budget, timeout, deadline)
             VALUES (v_now, v_now, submit.scheduled_for, v_now + submit.queue_ttl,
                     submit.queue_ttl, submit.max_attempts, submit.priority,
                     submit.recovery_policy, submit.tenant_id, submit.session_id,
-                    submit.kind, submit.principal_id, submit.payload)
+                    submit.kind, submit.principal_id, submit.payload,
+                    submit.budget, submit.timeout, v_now + submit.timeout)
             ON CONFLICT (tenant_id, session_id)
                WHERE status IN ('queued', 'running', 'waiting_for_user')
                  AND session_id IS NOT NULL
@@ -2414,9 +2652,9 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) IS 'Submit a run, or route the request to the session''s waiting run.
+COMMENT ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) IS 'Submit a run, or route the request to the session''s waiting run.
 Returns (run_id, outcome): outcome is created, duplicate (same idempotency key and request: the original run, nothing changed) or input_delivered (the session''s waiting_for_user run got payload as input and is queued again).
-priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired.
+priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired. budget: limits on the run''s recorded usage over all its attempts, e.g. {"cost_usd": 2.00} (runq.record_usage; begin_turn fails the run once a total reaches its limit). timeout: the run must be terminal within it (deadline = now + timeout), else it fails with deadline_exceeded. A submit that delivers input to a waiting run leaves that run''s budget and timeout as they were.
 Identifiers (tenant_id, kind, session_id, idempotency_key, principal_id) are at most 256 characters.
 Raises RQ001 (idempotency key reused for another request), RQ002 (the session has a queued or running run), 22023 (bad argument).';
 
@@ -2427,6 +2665,10 @@ CREATE FUNCTION runq.sweep(max_runs integer DEFAULT 1000) RETURNS TABLE(run_id b
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_expired  bigint[];
+    v_late     bigint[];  -- past their deadline: running (their lease still live)
+    v_queued   bigint[];  --   queued
+    v_waiting  bigint[];  --   waiting_for_user
+    v_left     integer;   -- of max_runs
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -2448,7 +2690,58 @@ BEGIN
                        FROM runq._expire_leases(v_expired, false, v_now) AS e;
     END IF;
 
-    IF cardinality(v_expired) < sweep.max_runs THEN
+    -- Past their deadline, in any status not terminal (the expired leases
+    -- above met the deadline as their second rule). A running one goes the
+    -- same way, through runq._expire_leases: cancel flag first, then the
+    -- deadline; its tool calls resolved. Nothing due: one probe of
+    -- runs_deadline_idx.
+    v_left := sweep.max_runs - cardinality(v_expired);
+    IF v_left > 0 THEN
+        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'running'), '{}'),
+               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
+               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'waiting_for_user'), '{}')
+          INTO v_late, v_queued, v_waiting
+          FROM (SELECT r.run_id, r.status
+                  FROM runq.runs AS r
+                 WHERE r.deadline IS NOT NULL
+                   AND r.status IN ('queued', 'running', 'waiting_for_user')
+                   AND r.deadline <= v_now
+                 ORDER BY r.deadline, r.run_id
+                 LIMIT v_left
+                   FOR UPDATE SKIP LOCKED) AS x;
+        v_left := v_left - cardinality(v_late) - cardinality(v_queued) - cardinality(v_waiting);
+    END IF;
+
+    IF cardinality(v_late) > 0 THEN
+        RETURN QUERY SELECT e.run_id, e.action
+                       FROM runq._expire_leases(v_late, false, v_now) AS e;
+    END IF;
+
+    IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN
+        PERFORM runq._resolve_tool_calls(v_queued || v_waiting, v_now);
+        RETURN QUERY
+        WITH failed AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed', failure = runq._stop_failure(r, false, v_now),
+                   question = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = ANY (v_queued || v_waiting)
+            -- An admitted queued run held a slot of its keys' limits; a
+            -- parked or a waiting one held none.
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind,
+                      r.run_id = ANY (v_queued) AND NOT r.parked AS held_slot
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+              FROM failed AS f
+        )
+        SELECT f.run_id, 'deadline_exceeded'::text
+          FROM failed AS f
+         WHERE NOT f.held_slot OR NOT EXISTS (SELECT FROM runq.limit_settings)
+            OR runq._slot_left(f.tenant_id, f.kind)
+         ORDER BY f.run_id;
+    END IF;
+
+    IF v_left > 0 THEN
         RETURN QUERY
         WITH overdue AS (
             SELECT r.run_id
@@ -2458,7 +2751,7 @@ BEGIN
                -- a run requeued just above is decided for this sweep
                AND r.run_id <> ALL (v_expired)
              ORDER BY r.expires_at, r.run_id
-             LIMIT sweep.max_runs - cardinality(v_expired)
+             LIMIT v_left
                FOR UPDATE SKIP LOCKED
         ), expired AS (
             UPDATE runq.runs AS r
@@ -2492,7 +2785,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled or expired.
+COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
 Raises 22023 (max_runs NULL or below 1).';
 
 CREATE FUNCTION runq.tool_calls(run_id bigint) RETURNS TABLE(call_id text, tool text, idempotency text, status text, epoch bigint, args jsonb, outcome jsonb, started_at timestamp with time zone, finished_at timestamp with time zone)
@@ -2516,6 +2809,50 @@ $$;
 
 COMMENT ON FUNCTION runq.tool_calls(run_id bigint) IS 'A run''s tool calls in the order they began: call_id, tool, idempotency, status (started, finished, retryable or uncertain), epoch, args, outcome, started_at, finished_at. An uncertain call is a non_idempotent call whose lease died before end_tool: report it to the model as an unknown outcome, never as a failure.
 Raises 22023 (NULL run_id), RQ003 (no such run).';
+
+CREATE FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(tenant_id text, kind text, runs bigint, usage jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    IF usage_report.since IS NULL OR NOT isfinite(usage_report.since) THEN
+        PERFORM runq._bad_argument('since', 'a finite time', usage_report.since);
+    END IF;
+    IF usage_report.until <= usage_report.since THEN
+        PERFORM runq._bad_argument('until', format('NULL or after since (%s)', usage_report.since),
+                                   usage_report.until);
+    END IF;
+    RETURN QUERY
+    WITH spent AS (
+        SELECT r.tenant_id::text AS tenant_id, r.kind::text AS kind, e.run_id, u.key,
+               u.value::numeric AS amount
+          FROM runq.run_events AS e
+          JOIN runq.runs AS r ON r.run_id = e.run_id
+         CROSS JOIN LATERAL jsonb_each(e.payload) AS u
+         WHERE e.type = 'run.usage'
+           AND e.created_at >= usage_report.since
+           AND (usage_report.until IS NULL OR e.created_at < usage_report.until)
+    ), per_key AS (
+        SELECT s.tenant_id, s.kind, s.key, sum(s.amount) AS total
+          FROM spent AS s
+         GROUP BY s.tenant_id, s.kind, s.key
+    ), per_run AS (
+        SELECT s.tenant_id, s.kind, count(DISTINCT s.run_id) AS runs
+          FROM spent AS s
+         GROUP BY s.tenant_id, s.kind
+    )
+    SELECT p.tenant_id, p.kind, p.runs,
+           (SELECT jsonb_object_agg(k.key, k.total ORDER BY k.key)
+              FROM per_key AS k
+             WHERE k.tenant_id = p.tenant_id AND k.kind = p.kind)
+      FROM per_run AS p
+     ORDER BY p.tenant_id, p.kind;
+END
+$$;
+
+COMMENT ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) IS 'Usage recorded in [since, until) (until NULL: up to now), per tenant and kind, from the ledger of run.usage events, fenced epochs included: runs is how many runs recorded any, usage the exact sum of each key. Ordered by tenant_id, kind; reads only.
+Raises 22023 (since NULL or not finite, until not after since).';
 
 CREATE SEQUENCE runq.progress_seq
     START WITH 1
@@ -2576,59 +2913,6 @@ CREATE TABLE runq.limit_settings (
 );
 
 COMMENT ON TABLE runq.limit_settings IS 'Concurrency limits per tenant or kind (key NULL: the default of the scope); written by runq.set_limit.';
-
-CREATE TABLE runq.runs (
-    run_id bigint NOT NULL,
-    lease_epoch runq.epoch DEFAULT 0 NOT NULL,
-    last_checkpoint bigint,
-    created_at timestamp with time zone NOT NULL,
-    updated_at timestamp with time zone NOT NULL,
-    scheduled_for timestamp with time zone,
-    ready_at timestamp with time zone GENERATED ALWAYS AS (COALESCE(scheduled_for, created_at)) STORED NOT NULL,
-    expires_at timestamp with time zone,
-    heartbeat_at timestamp with time zone,
-    lease_expires_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    lease runq.duration,
-    queue_ttl runq.duration,
-    attempts runq.counter DEFAULT 0 NOT NULL,
-    max_attempts runq.attempt_limit DEFAULT 3 NOT NULL,
-    turns runq.counter DEFAULT 0 NOT NULL,
-    tools_begun runq.counter DEFAULT 0 NOT NULL,
-    priority runq.priority_class NOT NULL,
-    cancel_requested boolean DEFAULT false NOT NULL,
-    status runq.run_status DEFAULT 'queued'::text NOT NULL,
-    recovery_policy runq.recovery_policy DEFAULT 'resume'::text NOT NULL,
-    tenant_id runq.identifier NOT NULL,
-    session_id runq.identifier,
-    kind runq.identifier NOT NULL,
-    principal_id text,
-    lease_owner text,
-    payload runq.json_object DEFAULT '{}'::jsonb NOT NULL,
-    result jsonb,
-    failure runq.failure_record,
-    question jsonb,
-    parked boolean DEFAULT false NOT NULL,
-    CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
-);
-
-COMMENT ON TABLE runq.runs IS 'Every run, from submit to its terminal status; failed runs are the dead letter and stay here.';
-
-COMMENT ON COLUMN runq.runs.lease_epoch IS 'The fencing token: +1 on every claim; a worker write applies only under the epoch it was claimed with.';
-
-COMMENT ON COLUMN runq.runs.last_checkpoint IS 'runq.checkpoints.seq of the newest checkpoint, so a claim finds it with one key lookup.';
-
-COMMENT ON COLUMN runq.runs.ready_at IS 'coalesce(scheduled_for, created_at): the claim order within a priority class.';
-
-COMMENT ON COLUMN runq.runs.expires_at IS 'created_at + queue_ttl: a queued run still waiting then fails with queue_ttl_expired.';
-
-COMMENT ON COLUMN runq.runs.lease IS 'Lease length of the current or last claim; a heartbeat extends the lease by it.';
-
-COMMENT ON COLUMN runq.runs.turns IS 'begin_turn calls over the run''s whole life; with tools_begun it decides zero work.';
-
-COMMENT ON COLUMN runq.runs.tools_begun IS 'begin_tool calls over the run''s whole life; with turns it decides zero work.';
-
-COMMENT ON COLUMN runq.runs.parked IS 'A queued run held out of the claim''s indexes, for a concurrency limit, a pause, or until due under a limit; meaningful only while status = ''queued''.';
 
 CREATE VIEW runq.limits AS
  SELECT l.scope,
@@ -2773,6 +3057,9 @@ COMMENT ON TABLE runq.tool_calls IS 'One row per tool call of a run, with its id
 ALTER TABLE ONLY runq.checkpoints
     ADD CONSTRAINT checkpoints_pkey PRIMARY KEY (run_id, seq);
 
+ALTER DOMAIN runq.event_type
+    ADD CONSTRAINT event_type_check CHECK ((VALUE = ANY (ARRAY['run.created'::text, 'run.claimed'::text, 'run.checkpointed'::text, 'run.turn_started'::text, 'run.tool_started'::text, 'run.tool_finished'::text, 'run.tool_uncertain'::text, 'run.waiting_for_user'::text, 'run.input_delivered'::text, 'run.succeeded'::text, 'run.failed'::text, 'run.cancel_requested'::text, 'run.cancelled'::text, 'run.requeued'::text, 'run.fenced'::text, 'run.redriven'::text, 'run.usage'::text]))) NOT VALID;
+
 ALTER TABLE ONLY runq.idempotency_keys
     ADD CONSTRAINT idempotency_keys_scope_key UNIQUE NULLS NOT DISTINCT (tenant_id, principal_id, idempotency_key);
 
@@ -2804,11 +3091,15 @@ CREATE INDEX idempotency_keys_run_idx ON runq.idempotency_keys USING btree (run_
 
 CREATE UNIQUE INDEX run_events_fenced_key ON runq.run_events USING btree (run_id, epoch) WHERE ((type)::text = 'run.fenced'::text);
 
+CREATE INDEX run_events_usage_idx ON runq.run_events USING btree (created_at, run_id) WHERE ((type)::text = 'run.usage'::text);
+
 CREATE INDEX runs_claimable_idx ON runq.runs USING btree (priority, ready_at, run_id) WHERE (((status)::text = 'queued'::text) AND (NOT parked));
 
 CREATE INDEX runs_claimable_kind_idx ON runq.runs USING btree (priority, kind, ready_at, run_id) WHERE (((status)::text = 'queued'::text) AND (NOT parked));
 
 CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_at) WHERE ((status)::text = 'failed'::text);
+
+CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text])));
 
 CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY['running'::text, 'waiting_for_user'::text]));
 
@@ -2844,6 +3135,8 @@ GRANT USAGE ON SCHEMA runq TO runq_client;
 GRANT USAGE ON SCHEMA runq TO runq_worker;
 GRANT USAGE ON SCHEMA runq TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq._is_usage(value jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, counted boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._admit_parked(scope text, key text, wait boolean) FROM PUBLIC;
@@ -2853,6 +3146,8 @@ REVOKE ALL ON FUNCTION runq._answer_batch(run_ids bigint[], epochs bigint[], res
 REVOKE ALL ON FUNCTION runq._backoff(attempts integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._bad_argument(argument text, expected text, got anyelement) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._budget_overrun(usage jsonb, budget jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[]) FROM PUBLIC;
 
@@ -2884,6 +3179,8 @@ REVOKE ALL ON FUNCTION runq._check_names(argument text, value text[]) FROM PUBLI
 
 REVOKE ALL ON FUNCTION runq._check_object(argument text, value jsonb) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._check_usage(argument text, value jsonb, optional boolean) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._checkpoint_state(run_id bigint, seq bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._counts_are_fresh() FROM PUBLIC;
@@ -2910,7 +3207,7 @@ REVOKE ALL ON FUNCTION runq._rebalance(thorough boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._request_hash(kind text, payload jsonb, session_id text, priority integer, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._requeued(run_id bigint, from_running boolean) FROM PUBLIC;
 
@@ -2923,6 +3220,8 @@ REVOKE ALL ON FUNCTION runq._run_not_found(run_id bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION runq._settings_lock() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._slot_left(tenant_id text, kind text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) FROM PUBLIC;
 
@@ -2996,6 +3295,10 @@ GRANT ALL ON FUNCTION runq.pause(scope text, key text, reason text) TO runq_admi
 REVOKE ALL ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) TO runq_worker;
+GRANT ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.redrive(run_id bigint, reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.redrive(run_id bigint, reason text) TO runq_admin;
 
@@ -3010,12 +3313,15 @@ REVOKE ALL ON FUNCTION runq.run_events(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_client;
 GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.set_limit(scope text, key text, max_running integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.set_limit(scope text, key text, max_running integer) TO runq_admin;
 
-REVOKE ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) TO runq_client;
-GRANT ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval) TO runq_admin;
+REVOKE ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) TO runq_client;
+GRANT ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq.sweep(max_runs integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.sweep(max_runs integer) TO runq_worker;
@@ -3024,6 +3330,9 @@ GRANT ALL ON FUNCTION runq.sweep(max_runs integer) TO runq_admin;
 REVOKE ALL ON FUNCTION runq.tool_calls(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_worker;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_admin;
+
+REVOKE ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) TO runq_admin;
 
 GRANT SELECT ON TABLE runq.limits TO runq_admin;
 

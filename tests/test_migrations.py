@@ -121,6 +121,7 @@ SELECT runq.submit('up', 'k', session_id => 'queued');
 SELECT runq.submit('up', 'k', session_id => 'ttl', queue_ttl => interval '1 hour');
 SELECT runq.submit('up', 'k', scheduled_for => now() + interval '1 day');
 SELECT runq.cancel(run_id) FROM runq.submit('up', 'k', session_id => 'cancel');
+SELECT runq.submit('up', 'k', '{"x": 1}', idempotency_key => 'kept');
 """
 
 
@@ -144,6 +145,15 @@ def test_upgrade_from_each_release_keeps_runs_and_reverts(released: str, clone) 
     # its checkpoint and the input delivered after it.
     assert query(url, "SELECT checkpoint, inputs, resumed FROM runq.claim(ARRAY[10], 'w2')") == [
         '{"step": 1}|[{"a": 1}]|t']
+    # A key stored by the release still recognises its request (the request
+    # hash of a submit without budget and timeout is unchanged), and old runs
+    # have no budget, no deadline and empty usage totals, to which they add.
+    assert query(url, "SELECT outcome FROM runq.submit('up', 'k', '{\"x\": 1}',"
+                      " idempotency_key => 'kept')") == ["duplicate"]
+    assert query(url, "SELECT DISTINCT usage, budget IS NULL, deadline IS NULL"
+                      " FROM runq.runs") == ["{}|t|t"]
+    assert query(url, "SELECT runq.record_usage(run_id, lease_epoch, '{\"cost_usd\": 0.5}')"
+                      " FROM runq.runs WHERE session_id = 'ask'") == ["t"]
     sqitch("revert", url, "--to", released, "-y")
     assert query(url, "SELECT count(*) FROM runq.runs") == [str(len(before))]
     sqitch("verify", url)

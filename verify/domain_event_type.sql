@@ -3,3 +3,8 @@
 \set domain runq.event_type
 \set base text
 \ir lib/domain.sql
+
+BEGIN;
+-- This version takes run.usage.
+SELECT 'run.usage'::runq.event_type;
+ROLLBACK;

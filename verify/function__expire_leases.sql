@@ -2,6 +2,6 @@
 
 \set function 'runq._expire_leases(bigint[], boolean, timestamptz)'
 \set callers ''
--- This version calls the admission functions (limits and pauses).
-\set body 'runq._requeued('
+-- This version fails a run past its deadline.
+\set body 'deadline_exceeded'
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq._refuse(bigint, bigint, text, boolean)'
 \set callers ''
--- This version calls the admission functions (limits and pauses).
-\set body 'runq._slot_left('
+-- This version fails a run past its deadline or at its budget.
+\set body 'runq._stop_failure('
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.ask_user(bigint, bigint, jsonb)'
 \set callers 'runq_worker runq_admin'
--- This version calls the admission functions (limits and pauses).
-\set body 'runq._slot_left('
+-- This version fails a run past its deadline (through runq._refuse).
+\set body 'r.deadline > v_now'
 \ir lib/function.sql

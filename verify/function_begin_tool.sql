@@ -2,6 +2,6 @@
 
 \set function 'runq.begin_tool(bigint, bigint, text, text, text, jsonb)'
 \set callers 'runq_worker runq_admin'
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._check_identifier('
+-- This version fails a run past its deadline.
+\set body 'r.deadline > v_now'
 \ir lib/function.sql

@@ -2,4 +2,6 @@
 
 \set function 'runq.begin_turn(bigint, bigint)'
 \set callers 'runq_worker runq_admin'
+-- This version fails a run past its deadline and gates on the budget.
+\set body 'runq._budget_overrun('
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.claim(integer[], text, interval, integer, text[])'
 \set callers 'runq_worker runq_admin'
--- This version takes admitted runs only, and asks runq._swap_in when short.
-\set body 'runq._swap_in('
+-- This version returns the run's deadline, budget and usage.
+\set body 'c.budget::jsonb'
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.dead_letter(integer)'
 \set callers 'runq_admin'
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._check_count('
+-- This version shows usage, budget and deadline.
+\set body 'r.budget::jsonb'
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.get_run(bigint)'
 \set callers 'runq_client runq_admin'
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._run_not_found('
+-- This version shows usage, budget and deadline.
+\set body 'r.budget::jsonb'
 \ir lib/function.sql

@@ -2,4 +2,6 @@
 
 \set function 'runq.heartbeat(bigint, bigint)'
 \set callers 'runq_worker runq_admin'
+-- This version fails a run past its deadline.
+\set body 'r.deadline > v_now'
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.redrive(bigint, text)'
 \set callers 'runq_admin'
--- This version calls the admission functions (limits and pauses).
-\set body 'runq._requeued('
+-- This version opens a fresh deadline window.
+\set body 'v_now + r.timeout'
 \ir lib/function.sql

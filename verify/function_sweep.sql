@@ -2,6 +2,6 @@
 
 \set function 'runq.sweep(integer)'
 \set callers 'runq_worker runq_admin'
--- This version ends with the admissions' backstop.
-\set body 'runq._rebalance('
+-- This version fails runs past their deadline.
+\set body 'v_late'
 \ir lib/function.sql

@@ -2,6 +2,8 @@
 
 BEGIN;
 
-SELECT NULL::runq.run_info;
+-- This version ends with usage, budget and deadline.
+SELECT (NULL::runq.run_info).finished_at, (NULL::runq.run_info).usage,
+       (NULL::runq.run_info).budget, (NULL::runq.run_info).deadline;
 
 ROLLBACK;

@@ -1,0 +1,22 @@
+-- Deploy runq:columns_runs_deadline to pg
+-- requires: table_runs
+-- requires: domain_duration
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
+
+BEGIN;
+
+-- No default: NULL columns are added in the catalog alone, so the lock is
+-- brief on any number of runs (see deploy/column_runs_parked.sql).
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+ALTER TABLE runq.runs
+    ADD COLUMN timeout runq.duration,
+    ADD COLUMN deadline timestamptz;
+
+COMMENT ON COLUMN runq.runs.timeout IS
+    'submit''s timeout: the run must be terminal this long after its submit (or after a redrive of a run that missed it). NULL: none.';
+COMMENT ON COLUMN runq.runs.deadline IS
+    'created_at + timeout, or the redrive''s time + timeout: a run not terminal by then fails with deadline_exceeded. NULL exactly when timeout is.';
+
+COMMIT;

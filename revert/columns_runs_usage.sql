@@ -1,0 +1,14 @@
+-- Revert runq:columns_runs_usage from pg
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (the columns' space is reclaimed as rows are rewritten later), waiting at most 2 s for it.
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The totals go; the run.usage events (the ledger) stay in runq.run_events.
+ALTER TABLE runq.runs
+    DROP COLUMN budget,
+    DROP COLUMN usage;
+
+COMMIT;

@@ -1,0 +1,104 @@
+-- Revert runq:function_begin_tool from pg
+-- (back to begin_tool as v0.1.2 released it)
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_tool_calls
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers before a tool executes, with the tool's declared
+-- idempotency class, which decides what a dead lease makes of the call
+-- (runq._resolve_tool_calls). Locks the run with the fenced update first, so
+-- a sweep cannot resolve calls between the fence and the insert. A call_id
+-- may begin again after it became retryable or uncertain (a new attempt), or
+-- repeat under the same epoch (a client retry); a finished call may not.
+-- Raises 22023 (bad arguments), RQ003, RQ004 (call already finished or
+-- started by another epoch); false when fenced or cancelled.
+CREATE OR REPLACE FUNCTION runq.begin_tool(
+    run_id       bigint,
+    epoch        bigint,
+    call_id      text,
+    tool         text,
+    idempotency  text,
+    args         jsonb DEFAULT '{}')
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+BEGIN
+    IF begin_tool.call_id IS NULL OR length(begin_tool.call_id) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('call_id must be 1 to 256 characters, got %L', left(begin_tool.call_id, 100));
+    ELSIF begin_tool.tool IS NULL OR length(begin_tool.tool) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('tool must be 1 to 256 characters, got %L', left(begin_tool.tool, 100));
+    ELSIF begin_tool.idempotency IS NULL
+          OR begin_tool.idempotency NOT IN ('read_only', 'idempotent', 'non_idempotent') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('idempotency must be read_only, idempotent or non_idempotent, got %L',
+                             left(begin_tool.idempotency, 100));
+    ELSIF begin_tool.args IS NULL OR jsonb_typeof(begin_tool.args) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('args must be a jsonb object, got %s',
+                             coalesce(jsonb_typeof(begin_tool.args), 'NULL'));
+    END IF;
+
+    UPDATE runq.runs AS r
+       SET tools_begun = r.tools_begun + 1, updated_at = v_now
+     WHERE r.run_id = begin_tool.run_id
+       AND r.status = 'running' AND r.lease_epoch = begin_tool.epoch  -- fence
+       AND NOT r.cancel_requested;
+    IF NOT FOUND THEN
+        RETURN runq._refuse(begin_tool.run_id, begin_tool.epoch, 'begin_tool', true);
+    END IF;
+
+    INSERT INTO runq.tool_calls AS t
+           (run_id, call_id, epoch, started_at, tool, idempotency, args)
+    VALUES (begin_tool.run_id, begin_tool.call_id, begin_tool.epoch, v_now,
+            begin_tool.tool, begin_tool.idempotency, begin_tool.args)
+    ON CONFLICT ON CONSTRAINT tool_calls_pkey DO UPDATE
+       SET epoch = excluded.epoch, started_at = excluded.started_at,
+           finished_at = NULL, tool = excluded.tool,
+           idempotency = excluded.idempotency, status = 'started',
+           args = excluded.args, outcome = NULL
+     WHERE t.status IN ('retryable', 'uncertain')
+        OR (t.status = 'started' AND t.epoch = excluded.epoch)
+    RETURNING t.status::text INTO v_status;
+    IF NOT FOUND THEN
+        SELECT t.status::text INTO v_status
+          FROM runq.tool_calls AS t
+         WHERE t.run_id = begin_tool.run_id AND t.call_id = begin_tool.call_id;
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('tool call %s of run %s is already %s',
+                             begin_tool.call_id, begin_tool.run_id, v_status),
+            HINT = 'Use a new call_id for a new invocation.';
+    END IF;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (begin_tool.run_id, begin_tool.epoch, 'run.tool_started',
+            jsonb_build_object('call_id', begin_tool.call_id, 'tool', begin_tool.tool,
+                               'idempotency', begin_tool.idempotency),
+            v_now);
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.begin_tool(bigint, bigint, text, text, text, jsonb) IS
+$c$Record, before the tool executes, that a run this worker holds under epoch starts tool call call_id. idempotency is the tool's class: read_only, idempotent or non_idempotent; if the lease dies before end_tool, the call becomes retryable (read_only, idempotent) or uncertain (non_idempotent). A retryable or uncertain call_id may begin again. Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+Raises RQ003 (no such run), RQ004 (call_id already finished, or started under another epoch), 22023 (bad argument).$c$;
+
+COMMIT;

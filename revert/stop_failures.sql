@@ -1,0 +1,8 @@
+-- Revert runq:stop_failures from pg
+
+BEGIN;
+
+DROP FUNCTION runq._stop_failure(runq.runs, boolean, timestamptz);
+DROP FUNCTION runq._budget_overrun(jsonb, jsonb);
+
+COMMIT;

@@ -1,0 +1,5 @@
+-- Verify runq:domain_event_type on pg
+
+\set domain runq.event_type
+\set base text
+\ir lib/domain.sql
