@@ -16,7 +16,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,106 @@ def test_inspect(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
     assert [e["type"] for e in doc["events"]] == ["run.created", "run.claimed",
                                                   "run.tool_started"]
     assert doc["tool_calls"][0]["call_id"] == "call-1"
+
+
+def inspected_fields(out: str) -> dict[str, str]:
+    """The field lines `runq inspect` prints first: name -> the cell."""
+    return dict(line.split(None, 1) for line in out.split("\n\n")[0].splitlines())
+
+
+def test_inspect_shows_usage_budget_and_deadline(client: Client,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    plain = client.submit("acme", "k", priority=0).run_id
+    fields = inspected_fields(run_cli(capsys, "inspect", str(plain))[1])
+    assert (fields["usage"], fields["budget"], fields["deadline"]) == ("{}", "-", "-")
+    run = client.submit("acme", "agent", budget={"cost_usd": Decimal("2.00"),
+                                                 "input_tokens": 5000},
+                        timeout=timedelta(minutes=5)).run_id
+    [c] = client.claim([10])
+    client.record_usage(run, c.epoch, {"cost_usd": 0.1, "input_tokens": 1200})
+    client.record_usage(run, c.epoch, {"cost_usd": 0.2})
+    deadline = client.get_run(run).deadline
+    assert deadline is not None
+    code, out, err = run_cli(capsys, "inspect", str(run))
+    assert (code, err) == (0, "")
+    fields = inspected_fields(out)
+    assert fields["usage"] == '{"cost_usd":0.3,"input_tokens":1200}'
+    assert fields["budget"] == '{"cost_usd":2.00,"input_tokens":5000}'
+    assert fields["deadline"] == deadline.isoformat(sep=" ", timespec="seconds")
+    assert out.count("run.usage") == 2
+    code, out, _ = run_cli(capsys, "--json", "inspect", str(run))
+    assert code == 0 and '"cost_usd": 0.3,' in out  # the exact sum, as a JSON number
+    doc = json.loads(out, parse_float=Decimal)
+    assert doc["run"]["usage"] == {"cost_usd": Decimal("0.3"), "input_tokens": 1200}
+    assert doc["run"]["budget"] == {"cost_usd": Decimal("2.00"), "input_tokens": 5000}
+    assert datetime.fromisoformat(doc["run"]["deadline"]) == deadline
+    assert [e["payload"] for e in doc["events"] if e["type"] == "run.usage"] == [
+        {"cost_usd": Decimal("0.1"), "input_tokens": 1200}, {"cost_usd": Decimal("0.2")}]
+
+
+def test_usage(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "usage", "--since", "1h")
+    assert (code, err) == (0, "") and out.startswith("no usage recorded since ")
+    a = client.submit("acme", "chat").run_id
+    b = client.submit("acme", "report").run_id
+    c = client.submit("beta", "chat").run_id
+    client.claim([10], max_runs=5)
+    client.record_usage(a, 1, {"cost_usd": 0.1, "input_tokens": 1200})
+    client.record_usage(a, 1, {"cost_usd": 0.2})
+    client.release(a, 1)
+    client.record_usage(a, 1, {"input_tokens": 30})  # fenced: in the ledger all the same
+    client.record_usage(b, 1, {"cost_usd": Decimal("1.5")})
+    client.record_usage(c, 1, {"cost_usd": Decimal("0.0000001"), "input_tokens": 5})
+
+    code, out, err = run_cli(capsys, "usage", "--since", "1h")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].split() == ["tenant", "kind", "runs", "cost_usd", "input_tokens"]
+    assert [line.split() for line in lines[2:]] == [
+        ["acme", "chat", "1", "0.3", "1230"],
+        ["acme", "report", "1", "1.5", "-"],
+        ["beta", "chat", "1", "0.0000001", "5"]]
+    assert len({len(line) for line in lines}) == 1  # numbers right-aligned, a missing one too
+    code, out, _ = run_cli(capsys, "usage", "--since", "1h", "--by", "tenant")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["tenant", "runs", "cost_usd", "input_tokens"]
+    assert [line.split() for line in lines[2:]] == [["acme", "2", "1.8", "1230"],
+                                                   ["beta", "1", "0.0000001", "5"]]
+    code, out, _ = run_cli(capsys, "usage", "--since", "1h", "--by", "kind")
+    assert code == 0 and [line.split() for line in out.splitlines()[2:]] == [
+        ["chat", "2", "0.3000001", "1235"], ["report", "1", "1.5", "-"]]
+
+    code, out, _ = run_cli(capsys, "--json", "usage", "--since", "1h")
+    assert code == 0 and '"cost_usd": 0.3,' in out and "0.30000000000000004" not in out
+    assert json.loads(out, parse_float=Decimal) == [
+        {"tenant_id": "acme", "kind": "chat", "runs": 1,
+         "usage": {"cost_usd": Decimal("0.3"), "input_tokens": 1230}},
+        {"tenant_id": "acme", "kind": "report", "runs": 1, "usage": {"cost_usd": Decimal("1.5")}},
+        {"tenant_id": "beta", "kind": "chat", "runs": 1,
+         "usage": {"cost_usd": Decimal("0.0000001"), "input_tokens": 5}}]
+    code, out, _ = run_cli(capsys, "usage", "--since", "1h", "--by", "kind", "--json")
+    assert json.loads(out, parse_float=Decimal) == [
+        {"kind": "chat", "runs": 2,
+         "usage": {"cost_usd": Decimal("0.3000001"), "input_tokens": 1235}},
+        {"kind": "report", "runs": 1, "usage": {"cost_usd": Decimal("1.5")}}]
+
+    # ISO 8601 times; a window with nothing in it
+    since = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
+    code, out, _ = run_cli(capsys, "usage", "--since", since, "--by", "tenant")
+    assert code == 0 and len(out.splitlines()) == 4
+    until = (datetime.now(timezone.utc) - timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    code, out, err = run_cli(capsys, "usage", "--since", since, "--until", until)
+    assert (code, err) == (0, "") and out.startswith("no usage recorded from ")
+    assert run_cli(capsys, "--json", "usage", "--since", since, "--until", until)[:2] == (
+        0, "[]\n")
+    # runq judges the window: exit 1, its message on one line
+    code, out, err = run_cli(capsys, "usage", "--since", "1h", "--until", "2h")
+    assert (code, out) == (1, "") and err.startswith("runq usage: ") and err.count("\n") == 1
+    for bad in (["--since", "yesterday"], ["--since", "1h", "--by", "principal"], []):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["usage", *bad])
+        assert exit_info.value.code == 2
+    assert "not a time" in capsys.readouterr().err
 
 
 def test_inspect_missing_run_is_exit_1_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:

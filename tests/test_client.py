@@ -7,9 +7,11 @@ autocommit superuser connection to it, connect a factory for more.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -28,6 +30,7 @@ from runq import (
     RunqError,
     SessionBusy,
 )
+from runq.client import json_text
 from runq.errors import from_psycopg
 
 Connect = Callable[[], psycopg.Connection[Any]]
@@ -145,6 +148,8 @@ def test_run_not_found_from_every_function_taking_a_run(client: Client) -> None:
         "end_tool": lambda: client.end_tool(MISSING, 1, "c", {}),
         "tool_calls": lambda: client.tool_calls(MISSING),
         "redrive": lambda: client.redrive(MISSING),
+        "record_usage": lambda: client.record_usage(MISSING, 1, {"cost_usd": 1}),
+        "set_budget": lambda: client.set_budget(MISSING, {"cost_usd": 1}),
     }
     for name, call in calls.items():
         with pytest.raises(RunNotFound, match=str(MISSING)) as info:
@@ -454,6 +459,243 @@ def test_a_class_is_one_key_however_it_is_spelled(client: Client) -> None:
     client.submit("t", "k", priority=10)
     assert client.claim([10]) == []
     assert client.resume("class", "10") is True and client.pauses() == []
+
+
+# -- cost and time: usage, budgets, deadlines -------------------------------------------
+
+
+def db_now(conn: psycopg.Connection[Any]) -> datetime:
+    row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_a_run_without_budget_or_timeout_has_none_and_no_usage(client: Client) -> None:
+    run = client.submit("acme", "k").run_id
+    got = client.get_run(run)
+    assert (got.usage, got.budget, got.deadline) == ({}, None, None)
+    c = claim_one(client)
+    assert (c.usage, c.budget, c.deadline) == ({}, None, None)
+
+
+def test_submit_budget_and_timeout_show_on_get_run_and_on_the_claim(client: Client) -> None:
+    sub = client.submit("acme", "agent", budget={"cost_usd": Decimal("2.00"),
+                                                 "input_tokens": 10_000},
+                        timeout=timedelta(minutes=5))
+    run = client.get_run(sub.run_id)
+    assert run.budget == {"cost_usd": Decimal("2.00"), "input_tokens": 10_000}
+    assert run.budget is not None and all(type(v) is Decimal for v in run.budget.values())
+    assert str(run.budget["cost_usd"]) == "2.00"  # as given, digit for digit
+    assert run.deadline == run.created_at + timedelta(minutes=5)
+    assert run.usage == {}
+    c = claim_one(client)
+    assert (c.budget, c.deadline, c.usage) == (run.budget, run.deadline, {})
+    # Both are part of the request: the same key with another budget is another request.
+    first = client.submit("acme", "k", idempotency_key="b", budget={"cost_usd": 1})
+    assert client.submit("acme", "k", idempotency_key="b",
+                         budget={"cost_usd": 1}).outcome == "duplicate"
+    with pytest.raises(IdempotencyConflict):
+        client.submit("acme", "k", idempotency_key="b", budget={"cost_usd": 2})
+    with pytest.raises(IdempotencyConflict):
+        client.submit("acme", "k", idempotency_key="b", budget={"cost_usd": 1},
+                      timeout=timedelta(hours=1))
+    assert client.get_run(first.run_id).deadline is None
+
+
+def test_submit_refuses_a_bad_budget_or_timeout_naming_it(client: Client) -> None:
+    for budget in ({}, {"cost_usd": -1}, {"cost_usd": "1"}):
+        with pytest.raises(InvalidArgument, match="budget") as info:
+            client.submit("acme", "k", budget=budget)  # type: ignore[arg-type]
+        assert json.dumps(budget).replace(" ", "") in str(info.value).replace(" ", "")
+    for timeout in (timedelta(0), timedelta(seconds=-1)):
+        with pytest.raises(InvalidArgument, match="timeout"):
+            client.submit("acme", "k", timeout=timeout)
+    assert client.queue_stats() == []
+
+
+def test_record_usage_sums_exactly_and_logs_each_call(client: Client) -> None:
+    assert 0.1 + 0.2 != 0.3  # why usage is read as Decimal
+    run = client.submit("acme", "agent").run_id
+    c = claim_one(client)
+    assert client.record_usage(run, c.epoch, {"cost_usd": 0.1, "input_tokens": 1200}) is True
+    assert client.record_usage(run, c.epoch, {"cost_usd": 0.2, "output_tokens": 310}) is True
+    assert client.record_usage(run, c.epoch, {"cost_usd": Decimal("0.0000001")}) is True
+    usage = client.get_run(run).usage
+    assert usage == {"cost_usd": Decimal("0.3000001"), "input_tokens": 1200,
+                     "output_tokens": 310}
+    assert all(type(v) is Decimal for v in usage.values())
+    assert client.get_run(run).usage["cost_usd"] - Decimal("0.0000001") == Decimal("0.3")
+    used = [e for e in client.run_events(run) if e.type == "run.usage"]
+    assert [(e.epoch, e.payload) for e in used] == [
+        (1, {"cost_usd": 0.1, "input_tokens": 1200}), (1, {"cost_usd": 0.2, "output_tokens": 310}),
+        (1, {"cost_usd": 1e-07})]
+    # Recording is no transition: the run goes on, and a later claim sees the totals.
+    assert client.get_run(run).status == "running"
+    assert client.release(run, c.epoch) is True
+    assert claim_one(client).usage == usage
+
+
+def test_exact_usage_of_0_1_plus_0_2(client: Client) -> None:
+    run = client.submit("acme", "agent").run_id
+    c = claim_one(client)
+    client.record_usage(run, c.epoch, {"cost_usd": 0.1})
+    client.record_usage(run, c.epoch, {"cost_usd": 0.2})
+    assert client.get_run(run).usage["cost_usd"] == Decimal("0.3")
+    assert json_text(client.get_run(run).usage) == '{"cost_usd": 0.3}'
+
+
+def test_record_usage_from_a_fenced_epoch_is_recorded_and_answers_false(
+        client: Client) -> None:
+    run = client.submit("acme", "agent").run_id
+    old = claim_one(client)
+    assert client.release(run, old.epoch) is True
+    new = claim_one(client)
+    assert new.epoch == old.epoch + 1
+    assert client.record_usage(run, old.epoch, {"cost_usd": 1}) is False  # fenced: recorded
+    assert client.record_usage(run, old.epoch, {"cost_usd": 2}) is False
+    assert client.record_usage(run, new.epoch, {"cost_usd": Decimal("0.5")}) is True
+    assert client.get_run(run).usage == {"cost_usd": Decimal("3.5")}
+    assert event_types(client, run).count("run.fenced") == 1  # one per run and stale epoch
+    assert client.complete(run, new.epoch) is True
+    # After the run finished, for an epoch it had: recorded, false.
+    assert client.record_usage(run, new.epoch, {"cost_usd": Decimal("0.5")}) is False
+    assert client.get_run(run).usage == {"cost_usd": Decimal("4.0")}
+    assert [(e.epoch, e.payload["cost_usd"]) for e in client.run_events(run)
+            if e.type == "run.usage"] == [(1, 1), (1, 2), (2, 0.5), (2, 0.5)]
+
+
+def test_record_usage_refuses_bad_usage_and_epochs_the_run_never_had(client: Client) -> None:
+    never = client.submit("acme", "k", priority=20).run_id
+    run = client.submit("acme", "k").run_id
+    assert claim_one(client, [10]).run_id == run
+    with pytest.raises(InvalidArgument, match="epoch"):
+        client.record_usage(never, 1, {"cost_usd": 1})  # never claimed: no epoch is valid
+    for epoch in (0, -1, 2):
+        with pytest.raises(InvalidArgument, match=f"got {epoch}"):
+            client.record_usage(run, epoch, {"cost_usd": 1})
+    for usage in ({}, {"cost_usd": -1}, {"cost_usd": "1"}, {"cost_usd": None}, [1]):
+        with pytest.raises(InvalidArgument, match="usage"):
+            client.record_usage(run, 1, usage)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        client.record_usage(run, None, {"cost_usd": 1})  # type: ignore[arg-type]
+    with pytest.raises(RunNotFound, match=str(MISSING)):
+        client.record_usage(MISSING, 1, {"cost_usd": 1})
+    assert client.get_run(run).usage == {} and client.get_run(never).usage == {}
+
+
+def test_begin_turn_stops_the_run_once_a_total_reaches_its_budget(client: Client) -> None:
+    run = client.submit("acme", "agent", budget={"cost_usd": Decimal("0.3"),
+                                                 "input_tokens": 5000}).run_id
+    c = claim_one(client)
+    assert client.begin_turn(run, c.epoch) is True
+    client.record_usage(run, c.epoch, {"cost_usd": 0.1, "input_tokens": 100})
+    assert client.begin_turn(run, c.epoch) is True
+    client.record_usage(run, c.epoch, {"cost_usd": 0.2})  # 0.3: reached (>=), not passed
+    assert client.heartbeat(run, c.epoch) is True        # only begin_turn is gated
+    assert client.checkpoint(run, c.epoch, {"at": 2}) is True
+    assert client.begin_turn(run, c.epoch) is False
+    failed = client.get_run(run)
+    assert failed.status == "failed" and failed.failure is not None
+    assert (failed.failure["code"], failed.failure["key"]) == ("budget_exhausted", "cost_usd")
+    assert "cost_usd" in failed.failure["message"]
+    assert failed.usage == {"cost_usd": Decimal("0.3"), "input_tokens": 100}
+    assert event_types(client, run)[-1] == "run.failed"
+    # A budget of 0 stops the first turn.
+    zero = client.submit("acme", "agent", budget={"cost_usd": 0}).run_id
+    z = claim_one(client)
+    assert client.begin_turn(zero, z.epoch) is False
+    assert client.get_run(zero).failure["code"] == "budget_exhausted"  # type: ignore[index]
+
+
+def test_set_budget(client: Client) -> None:
+    run = client.submit("acme", "agent").run_id
+    assert client.set_budget(run, {"cost_usd": Decimal("1.50")}) is True
+    assert client.get_run(run).budget == {"cost_usd": Decimal("1.50")}
+    c = claim_one(client)
+    assert c.budget == {"cost_usd": Decimal("1.50")}
+    assert client.set_budget(run, {"input_tokens": 10}) is True  # replaced, not merged
+    assert client.get_run(run).budget == {"input_tokens": 10}
+    client.record_usage(run, c.epoch, {"input_tokens": 10})
+    assert client.set_budget(run, None) is True  # removed: the gate lets it go on
+    assert client.get_run(run).budget is None
+    assert client.begin_turn(run, c.epoch) is True
+    client.set_budget(run, {"input_tokens": 10})
+    assert client.begin_turn(run, c.epoch) is False  # failed budget_exhausted
+    assert client.set_budget(run, {"input_tokens": 100}) is True  # failed: may be redriven
+    assert client.redrive(run) is True
+    assert client.get_run(run).usage == {"input_tokens": 10}  # the totals span attempts
+    for bad in ({}, {"input_tokens": -1}, {"input_tokens": "x"}):
+        with pytest.raises(InvalidArgument, match="budget"):
+            client.set_budget(run, bad)  # type: ignore[arg-type]
+    assert client.get_run(run).budget == {"input_tokens": 100}
+    done = client.submit("acme", "k", budget={"cost_usd": 1}, priority=0).run_id
+    assert client.complete(done, claim_one(client, [0]).epoch) is True
+    assert client.set_budget(done, {"cost_usd": 5}) is False  # succeeded: kept
+    assert client.get_run(done).budget == {"cost_usd": 1}
+    cancelled = client.submit("acme", "k").run_id
+    client.cancel(cancelled)
+    assert client.set_budget(cancelled, {"cost_usd": 5}) is False
+    assert client.get_run(cancelled).budget is None
+    with pytest.raises(RunNotFound):
+        client.set_budget(MISSING, None)
+
+
+def test_usage_report_sums_per_tenant_and_kind_in_its_window(
+        client: Client, conn: psycopg.Connection[Any]) -> None:
+    start = db_now(conn)
+    assert client.usage_report(start) == []
+    runs = {}
+    for tenant, kind in (("beta", "chat"), ("acme", "report"), ("acme", "chat"),
+                         ("acme", "chat")):
+        runs.setdefault((tenant, kind), []).append(client.submit(tenant, kind).run_id)
+    claimed = {c.run_id: c for c in client.claim([10], max_runs=10)}
+    a1, a2 = runs[("acme", "chat")]
+    client.record_usage(a1, claimed[a1].epoch, {"cost_usd": 0.1, "input_tokens": 10})
+    client.record_usage(a2, claimed[a2].epoch, {"cost_usd": 0.2})
+    client.release(a2, claimed[a2].epoch)
+    client.record_usage(a2, claimed[a2].epoch, {"cost_usd": 0.3})  # fenced: counted too
+    [report] = runs[("acme", "report")]
+    client.record_usage(report, claimed[report].epoch, {"pages": 3})
+    middle = db_now(conn)
+    [beta] = runs[("beta", "chat")]
+    client.record_usage(beta, claimed[beta].epoch, {"cost_usd": Decimal("1.25")})
+    client.record_usage(a1, claimed[a1].epoch, {"cost_usd": 1})
+    rows = client.usage_report(start)
+    assert rows == [
+        runq.UsageRow("acme", "chat", 2, {"cost_usd": Decimal("1.6"), "input_tokens": 10}),
+        runq.UsageRow("acme", "report", 1, {"pages": 3}),
+        runq.UsageRow("beta", "chat", 1, {"cost_usd": Decimal("1.25")})]
+    assert all(type(v) is Decimal for r in rows for v in r.usage.values())
+    # [since, until): until excluded, since included
+    assert client.usage_report(start, middle) == [
+        runq.UsageRow("acme", "chat", 2, {"cost_usd": Decimal("0.6"), "input_tokens": 10}),
+        runq.UsageRow("acme", "report", 1, {"pages": 3})]
+    assert client.usage_report(middle) == [
+        runq.UsageRow("acme", "chat", 1, {"cost_usd": 1}),
+        runq.UsageRow("beta", "chat", 1, {"cost_usd": Decimal("1.25")})]
+    assert client.usage_report(db_now(conn)) == []
+    for until in (start, start - timedelta(seconds=1)):
+        with pytest.raises(InvalidArgument):
+            client.usage_report(start, until)
+    with pytest.raises(InvalidArgument):
+        client.usage_report(None)  # type: ignore[arg-type]
+
+
+def test_deadline_fails_a_running_run_at_its_next_heartbeat_and_a_queued_one_in_sweep(
+        client: Client) -> None:
+    running = client.submit("acme", "agent", timeout=timedelta(milliseconds=300)).run_id
+    c = claim_one(client)
+    assert client.heartbeat(running, c.epoch) is True
+    queued = client.submit("acme", "agent", timeout=timedelta(milliseconds=300)).run_id
+    time.sleep(0.4)
+    assert client.record_usage(running, c.epoch, {"cost_usd": 1}) is True  # not gated
+    assert client.heartbeat(running, c.epoch) is False
+    failed = client.get_run(running)
+    assert failed.status == "failed" and failed.failure is not None
+    assert failed.failure["code"] == "deadline_exceeded"
+    assert failed.usage == {"cost_usd": 1}
+    assert client.sweep() == [runq.SweepAction(queued, "deadline_exceeded")]
+    assert client.get_run(queued).failure["code"] == "deadline_exceeded"  # type: ignore[index]
 
 
 # -- sources and transactions -------------------------------------------------------

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -150,6 +151,46 @@ async def test_limits_and_pauses(client: AsyncClient) -> None:
         await client.resume("bogus", "x")
 
 
+async def test_usage_budget_and_deadline(client: AsyncClient) -> None:
+    sub = await client.submit("acme", "agent", budget={"cost_usd": Decimal("0.3")},
+                              timeout=timedelta(hours=1))
+    run = sub.run_id
+    got = await client.get_run(run)
+    assert got.budget == {"cost_usd": Decimal("0.3")} and got.usage == {}
+    assert got.deadline == got.created_at + timedelta(hours=1)
+    c = await claim_one(client)
+    assert (c.budget, c.deadline, c.usage) == (got.budget, got.deadline, {})
+    since: datetime = got.created_at
+    assert await client.record_usage(run, c.epoch, {"cost_usd": 0.1, "input_tokens": 7}) is True
+    assert await client.begin_turn(run, c.epoch) is True
+    assert await client.record_usage(run, c.epoch, {"cost_usd": 0.2}) is True
+    usage = (await client.get_run(run)).usage
+    assert usage == {"cost_usd": Decimal("0.3"), "input_tokens": 7}
+    assert all(type(v) is Decimal for v in usage.values())
+    assert await client.begin_turn(run, c.epoch) is False  # 0.3 >= 0.3
+    failed = await client.get_run(run)
+    assert failed.status == "failed" and failed.failure is not None
+    assert failed.failure["code"] == "budget_exhausted"
+    # After the run failed, an epoch it had still records: false, counted.
+    assert await client.record_usage(run, c.epoch, {"cost_usd": 1}) is False
+    assert (await client.get_run(run)).usage["cost_usd"] == Decimal("1.3")
+    with pytest.raises(InvalidArgument, match="epoch"):
+        await client.record_usage(run, c.epoch + 1, {"cost_usd": 1})
+    assert await client.set_budget(run, {"cost_usd": 5}) is True
+    assert await client.redrive(run) is True
+    c2 = await claim_one(client)
+    assert (c2.budget, c2.usage) == ({"cost_usd": 5}, {"cost_usd": Decimal("1.3"),
+                                                        "input_tokens": 7})
+    assert await client.begin_turn(run, c2.epoch) is True
+    assert await client.set_budget(run, None) is True
+    assert await client.complete(run, c2.epoch) is True
+    assert await client.set_budget(run, {"cost_usd": 1}) is False
+    assert await client.usage_report(since) == [
+        runq.UsageRow("acme", "agent", 1, {"cost_usd": Decimal("1.3"), "input_tokens": 7})]
+    with pytest.raises(InvalidArgument):
+        await client.usage_report(since, since)
+
+
 async def test_each_mapped_exception(client: AsyncClient) -> None:
     await client.submit("t", "k", {"a": 1}, idempotency_key="key")
     with pytest.raises(IdempotencyConflict) as conflict:
@@ -188,6 +229,8 @@ async def test_run_not_found_everywhere(client: AsyncClient) -> None:
         lambda: client.end_tool(MISSING, 1, "c", {}),
         lambda: client.tool_calls(MISSING),
         lambda: client.redrive(MISSING),
+        lambda: client.record_usage(MISSING, 1, {"cost_usd": 1}),
+        lambda: client.set_budget(MISSING, None),
     ]
     for call in calls:
         with pytest.raises(RunNotFound, match=str(MISSING)) as info:

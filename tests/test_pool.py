@@ -7,12 +7,14 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
+import pytest
 from runq import Client
-from runq.pool import RunContext, Slot, WorkerPool
+from runq.pool import RunContext, RunStopped, Slot, WorkerPool
 
 
 def events(conn: psycopg.Connection, run_id: int) -> list[tuple[str, int]]:
@@ -156,3 +158,154 @@ def test_sigterm_finishes_short_handler_and_releases_long_one(db_url, conn, tmp_
     with Client.connect(db_url) as client:
         claimed = client.claim([10], worker_id="next-pool")
     assert [(c.run_id, c.epoch, c.resumed) for c in claimed] == [(long, 2, True)]
+
+
+# -- cost and time ----------------------------------------------------------------------
+
+
+def test_budget_gate_stops_the_handler_with_its_reason(db_url, conn):
+    seen: list = []
+
+    def metered(ctx: RunContext) -> None:
+        seen.append((ctx.run.resumed, ctx.budget, ctx.usage, ctx.deadline))
+        try:
+            while True:
+                ctx.begin_turn()  # the gate: RunStopped once a total reached its budget
+                seen.append(ctx.record_usage({"cost_usd": Decimal("0.4"), "input_tokens": 100}))
+        except RunStopped as stopped:
+            seen.append((stopped.reason, str(stopped)))
+            raise
+
+    with Client.connect(db_url) as client:
+        run = client.submit("t", "metered", budget={"cost_usd": 1},
+                            timeout=timedelta(hours=1)).run_id
+        # A first attempt spent 0.5, then gave the run back: the pool's attempt sees it.
+        [first] = client.claim([10])
+        assert client.record_usage(run, first.epoch, {"cost_usd": Decimal("0.5")}) is True
+        assert client.release(run, first.epoch) is True
+        deadline = client.get_run(run).deadline
+        pool = WorkerPool(db_url, {"metered": metered}, [Slot((10,), 1)], poll_interval=0.1,
+                          sweep_interval=None)
+        pool.start()
+        try:
+            wait_for(lambda: client_status(conn, run) == "failed")
+            wait_for(lambda: not pool.inflight())
+        finally:
+            pool.stop()
+            pool.join()
+        done = client.get_run(run)
+    assert seen[0] == (True, {"cost_usd": 1}, {"cost_usd": Decimal("0.5")}, deadline)
+    assert deadline is not None
+    # 0.5 and 0.9 are under 1: two turns; at 1.3 the third begin_turn stops it.
+    assert seen[1:3] == [True, True], seen
+    reason, message = seen[3]
+    assert reason == "budget_exhausted", seen
+    assert message.startswith(f"run {run} epoch 2 failed: ") and "cost_usd" in message, message
+    assert len(seen) == 4
+    assert done.failure is not None and done.failure["code"] == "budget_exhausted"
+    assert done.usage == {"cost_usd": Decimal("1.3"), "input_tokens": 200}
+    log = events(conn, run)
+    assert log[-1] == ("run.failed", 2), log  # the pool wrote nothing after the gate
+    assert ("run.fenced", 2) not in log
+
+
+@pytest.mark.parametrize("noticed_by", ["write", "heartbeat"])
+def test_deadline_stops_the_handler_with_its_reason(db_url, conn, noticed_by):
+    # A lease of 30 s: no heartbeat in time, the handler's next write meets the
+    # deadline. A lease of 0.3 s: a heartbeat meets it first, and the handler's
+    # next write is refused by the pool itself, with the reason it read.
+    seen: list = []
+
+    def late(ctx: RunContext) -> None:
+        assert ctx.deadline is not None
+        try:
+            ctx.begin_turn()
+            while datetime.now(timezone.utc) < ctx.deadline + timedelta(milliseconds=100):
+                time.sleep(0.02)
+            if noticed_by == "heartbeat":
+                give_up = time.monotonic() + 5
+                while not ctx.stop_requested and time.monotonic() < give_up:
+                    time.sleep(0.02)
+            seen.append(ctx.stop_requested)
+            ctx.checkpoint({"late": True})
+            seen.append("written")
+        except RunStopped as stopped:
+            seen.append(stopped.reason)
+        # Spend after the stop is still recorded: False, no RunStopped.
+        seen.append(ctx.record_usage({"cost_usd": 1}))
+        try:
+            ctx.checkpoint({"later": True})
+        except RunStopped as stopped:
+            seen.append(("again", stopped.reason))
+
+    lease = timedelta(seconds=30) if noticed_by == "write" else timedelta(milliseconds=300)
+    with Client.connect(db_url) as client:
+        run = client.submit("t", "late", timeout=timedelta(seconds=1)).run_id
+        pool = WorkerPool(db_url, {"late": late}, [Slot((10,), 1)], lease=lease,
+                          poll_interval=0.1, sweep_interval=None)
+        pool.start()
+        try:
+            wait_for(lambda: len(seen) == 4)
+            wait_for(lambda: not pool.inflight())
+        finally:
+            pool.stop()
+            pool.join()
+        done = client.get_run(run)
+    assert seen == [noticed_by == "heartbeat", "deadline_exceeded", False,
+                    ("again", "deadline_exceeded")], seen
+    assert done.status == "failed" and done.failure is not None
+    assert done.failure["code"] == "deadline_exceeded"
+    assert done.usage == {"cost_usd": 1}
+    kinds = [t for t, _ in events(conn, run)]
+    assert kinds.index("run.failed") < kinds.index("run.usage")
+    assert "run.checkpointed" not in kinds and kinds.count("run.fenced") <= 1
+
+
+@pytest.mark.parametrize("how", ["reclaimed", "cancelled"])
+def test_usage_of_a_stopped_run_is_recorded_and_the_stop_has_its_reason(db_url, conn, how):
+    stopped_now = threading.Event()
+    seen: list = []
+
+    def work(ctx: RunContext) -> None:
+        ctx.begin_turn()
+        stopped_now.wait(10)
+        give_up = time.monotonic() + 5
+        while not ctx.stop_requested and time.monotonic() < give_up:
+            time.sleep(0.02)  # a heartbeat (every 0.1 s) finds out
+        seen.append(ctx.stop_requested)
+        seen.append(ctx.record_usage({"input_tokens": 1200}))  # the model call's spend
+        try:
+            ctx.checkpoint({"step": 2})
+        except RunStopped as stopped:
+            seen.append((stopped.reason, str(stopped)))
+
+    run = conn.execute("SELECT run_id FROM runq.submit('t', 'work')").fetchone()[0]
+    pool = WorkerPool(db_url, {"work": work}, [Slot((10,), 1)],
+                      lease=timedelta(milliseconds=300), sweep_interval=None, poll_interval=0.1)
+    pool.start()
+    try:
+        wait_for(lambda: ("run.turn_started", 1) in events(conn, run))
+        if how == "reclaimed":
+            conn.execute("UPDATE runq.runs SET lease_expires_at = clock_timestamp()"
+                         " WHERE run_id = %s", [run])
+            conn.execute("SELECT runq.sweep()")
+            conn.execute("UPDATE runq.runs SET scheduled_for = NULL WHERE run_id = %s", [run])
+            assert conn.execute("SELECT epoch FROM runq.claim(ARRAY[10], 'other')"
+                                ).fetchone()[0] == 2
+        else:
+            assert conn.execute("SELECT runq.cancel(%s)", [run]).fetchone()[0] == \
+                "cancel_requested"
+        stopped_now.set()
+        wait_for(lambda: len(seen) == 3)
+        wait_for(lambda: not pool.inflight())
+    finally:
+        pool.stop()
+        pool.join()
+    reason, message = seen[2]
+    assert seen[:2] == [True, False], seen
+    assert reason == ("fenced" if how == "reclaimed" else "cancelled"), seen
+    assert message == f"run {run} epoch 1 is no longer ours", message
+    usage = conn.execute("SELECT usage FROM runq.get_run(%s)", [run]).fetchone()[0]
+    assert usage == {"input_tokens": 1200}
+    assert ("run.usage", 1) in events(conn, run) and ("run.checkpointed", 1) not in events(
+        conn, run)

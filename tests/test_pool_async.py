@@ -45,6 +45,13 @@ through threading.Events they poll with asyncio.sleep.
       RunStopped and writes nothing; a handler that ignores it (awaits a
       long sleep) has its task cancelled stop_grace after the heartbeat,
       not before. Nothing more under epoch 1; the freed slots claim again.
+  test_async_budget_and_deadline_stop_awaiting_handlers
+      a run with a budget takes turns (await ctx.begin_turn, then
+      ctx.record_usage of each model call) until the gate stops it: RunStopped
+      with reason budget_exhausted, the totals exact; a run with a timeout
+      awaits past its deadline: the pool's heartbeat fails it, its next write
+      raises RunStopped with reason deadline_exceeded, and the usage it
+      records after that is still counted (False, no RunStopped).
   test_sigterm_async
       ``python -m runq.pool MODULE`` with async handlers gets SIGTERM with a
       short and a long run in flight (a file gate keeps the short one in
@@ -77,7 +84,8 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -555,6 +563,57 @@ def test_stopped_run_stops_its_async_handler(db_url: str, conn: psycopg.Connecti
     quicks = submit(conn, "quick", 2)
     assert wait_for("the freed slots to claim", lambda: all_terminal(conn, quicks), 5) == {
         q: "succeeded" for q in quicks}
+
+
+def test_async_budget_and_deadline_stop_awaiting_handlers(
+        db_url: str, conn: psycopg.Connection[Any], pools: list[WorkerPool],
+        caplog: pytest.LogCaptureFixture) -> None:
+    metered_saw: list[Any] = []
+    late_saw: list[Any] = []
+
+    async def metered(ctx: AsyncRunContext) -> None:
+        metered_saw.append(ctx.budget)
+        try:
+            while True:
+                await ctx.begin_turn()
+                await asyncio.sleep(0.01)  # the model call
+                metered_saw.append(await ctx.record_usage({"cost_usd": 0.1}))
+        except RunStopped as stopped:
+            metered_saw.append(stopped.reason)
+            raise
+
+    async def late(ctx: AsyncRunContext) -> None:
+        assert ctx.deadline is not None
+        await ctx.begin_turn()
+        give_up = time.monotonic() + 10
+        while not ctx.stop_requested and time.monotonic() < give_up:
+            await asyncio.sleep(0.02)
+        late_saw.append(datetime.now(timezone.utc) >= ctx.deadline)
+        late_saw.append(await ctx.record_usage({"cost_usd": 0.1}))
+        try:
+            await ctx.checkpoint({"late": True})
+        except RunStopped as stopped:
+            late_saw.append(stopped.reason)
+
+    with Client.connect(db_url) as client:
+        m = client.submit("t", "metered", budget={"cost_usd": Decimal("0.3")}).run_id
+        lt = client.submit("t", "late", timeout=timedelta(seconds=1)).run_id
+        started(pools, WorkerPool(db_url, {"metered": metered, "late": late}, [Slot((10,), 2)],
+                                  lease=timedelta(milliseconds=600), poll_interval=0.1,
+                                  sweep_interval=None))
+        wait_for("both handlers to stop", lambda: len(metered_saw) == 5 and len(late_saw) == 3,
+                 10, lambda: (metered_saw, late_saw))
+        runs = {r: client.get_run(r) for r in (m, lt)}
+    # three turns of 0.1: the fourth begin_turn finds 0.3 >= 0.3
+    assert metered_saw == [{"cost_usd": Decimal("0.3")}, True, True, True,
+                           "budget_exhausted"], metered_saw
+    assert runs[m].usage == {"cost_usd": Decimal("0.3")}
+    assert runs[m].failure is not None and runs[m].failure["code"] == "budget_exhausted"
+    assert late_saw == [True, False, "deadline_exceeded"], late_saw
+    assert runs[lt].failure is not None and runs[lt].failure["code"] == "deadline_exceeded"
+    assert runs[lt].usage == {"cost_usd": Decimal("0.1")}
+    assert ("run.checkpointed", 1) not in events(conn, lt)
+    assert errors_logged(caplog) == []
 
 
 # -- 6. SIGTERM ----------------------------------------------------------------------------

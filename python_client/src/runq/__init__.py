@@ -25,6 +25,7 @@ from runq.types import (
     Submitted,
     SweepAction,
     ToolCall,
+    UsageRow,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "Submitted",
     "SweepAction",
     "ToolCall",
+    "UsageRow",
 ]

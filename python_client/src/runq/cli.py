@@ -13,18 +13,21 @@ import dataclasses
 import importlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from types import FrameType
 from typing import Any, TypeVar
 
 import psycopg
 
-from runq.client import Client
+from runq.client import Client, json_text
 from runq.errors import RunqError
+from runq.types import UsageRow
 
 __all__ = ["main"]
 
@@ -46,8 +49,10 @@ def _cell(value: Any) -> str:
         return value.isoformat(sep=" ", timespec="seconds")
     if isinstance(value, timedelta):
         return _duration(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")  # as runq summed it, digit for digit
     if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        return json_text(value, separators=(",", ":"), sort_keys=True)
     return str(value)
 
 
@@ -68,11 +73,16 @@ def _clip(text: str, width: int = 60) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """An aligned plain-text table; numbers right-aligned."""
+    """An aligned plain-text table; numbers right-aligned (a column of
+    numbers may have empty cells, shown as -)."""
     cells = [[_cell(v) for v in row] for row in rows]
+
+    def number(value: Any) -> bool:
+        return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+
     numeric = [
-        bool(rows) and all(isinstance(row[i], int | float) and not isinstance(row[i], bool)
-                           for row in rows)
+        any(number(row[i]) for row in rows)
+        and all(row[i] is None or number(row[i]) for row in rows)
         for i in range(len(headers))
     ]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
@@ -102,7 +112,8 @@ def _print_json(value: Any) -> None:
             return {k: plain(x) for k, x in v.items()}
         return v
 
-    print(json.dumps(plain(value), default=_json_default, indent=2))
+    # Decimals (usage, budgets) as the exact numbers they are
+    print(json_text(plain(value), default=_json_default, indent=2))
 
 
 def _class(priority: int) -> str:
@@ -164,6 +175,44 @@ def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
         print(table(["call", "tool", "idempotency", "status", "epoch", "started", "finished"],
                     [[c.call_id, c.tool, c.idempotency, c.status, c.epoch, c.started_at,
                       c.finished_at] for c in calls]))
+    return 0
+
+
+# --by: the columns a usage row is folded by
+USAGE_BY = {None: ("tenant_id", "kind"), "tenant": ("tenant_id",), "kind": ("kind",)}
+USAGE_HEADERS = {"tenant_id": "tenant", "kind": "kind"}
+
+
+def _fold(rows: Sequence[UsageRow], by: Sequence[str]) -> list[dict[str, Any]]:
+    """The report's rows summed per value of the columns ``by`` (a run has
+    one tenant and one kind, so the runs add up too), in the order of those
+    values."""
+    folded: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        key = tuple(getattr(row, name) for name in by)
+        into = folded.setdefault(key, {**dict(zip(by, key, strict=True)), "runs": 0,
+                                       "usage": {}})
+        into["runs"] += row.runs
+        for name, amount in row.usage.items():
+            into["usage"][name] = into["usage"].get(name, 0) + amount
+    return [folded[key] for key in sorted(folded)]
+
+
+def cmd_usage(client: Client, args: argparse.Namespace) -> int:
+    by = USAGE_BY[args.by]
+    rows = _fold(client.usage_report(args.since, args.until), by)
+    if args.json:
+        _print_json(rows)
+        return 0
+    if not rows:
+        window = (f"since {_cell(args.since)}" if args.until is None
+                  else f"from {_cell(args.since)} until {_cell(args.until)}")
+        print(f"no usage recorded {window}")
+        return 0
+    names = sorted({name for row in rows for name in row["usage"]})
+    print(table([*(USAGE_HEADERS[b] for b in by), "runs", *names],
+                [[*(row[b] for b in by), row["runs"], *(row["usage"].get(n) for n in names)]
+                 for row in rows]))
     return 0
 
 
@@ -349,6 +398,26 @@ def _max_running(text: str) -> int | None:
         raise argparse.ArgumentTypeError(f"not a whole number or none: {text!r}") from None
 
 
+_AGO = re.compile(r"(\d+(?:\.\d*)?)\s*(s|m|h|d|w)")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def _time(text: str) -> datetime:
+    """An argparse type: an ISO 8601 time (2026-12-01, 2026-12-01T08:00:00Z;
+    without an offset, local time), or a span ago by this machine's clock
+    (90s, 30m, 24h, 7d, 2w)."""
+    ago = _AGO.fullmatch(text.strip())
+    if ago:
+        span = timedelta(**{_UNITS[ago.group(2)]: float(ago.group(1))})
+        return datetime.now(timezone.utc) - span
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time (ISO 8601, or a span ago such as 24h or 7d): {text!r}") from None
+    return value if value.tzinfo is not None else value.astimezone()
+
+
 _positive_seconds = _argument(float, "a number", lambda v: v > 0, "more than 0")
 _positive_int = _argument(int, "a whole number", lambda v: v >= 1, "1 or more")
 _non_negative_days = _argument(float, "a number", lambda v: 0 <= v < 365_000,
@@ -365,15 +434,21 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="runq", parents=[common],
         description="Operate a runq queue: the state of the queue, runs, the dead letter, "
-                    "limits and pauses.")
+                    "limits and pauses, usage.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=[common], help=help, description=help)
 
     command("status", "queue statistics by priority class, the limits and the pauses")
-    p = command("inspect", "a run and its event timeline")
+    p = command("inspect", "a run (with its usage, budget and deadline) and its event timeline")
     p.add_argument("run", type=int, metavar="RUN")
+    p = command("usage", "the usage recorded in a window, per tenant and kind, from the ledger")
+    p.add_argument("--since", type=_time, required=True, metavar="TIME",
+                   help="from this time on (ISO 8601, or a span ago: 24h, 7d)")
+    p.add_argument("--until", type=_time, metavar="TIME", help="before this time (default: now)")
+    p.add_argument("--by", choices=["tenant", "kind"],
+                   help="sum per tenant or per kind only (default: per tenant and kind)")
     p = command("failed", "the dead letter (failed runs), most recently failed first")
     p.add_argument("--limit", type=int, default=None, help="at most this many runs (100)")
     p = command("redrive", "put a failed run back in the queue")
@@ -421,6 +496,7 @@ def _parser() -> argparse.ArgumentParser:
 _COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
     "status": cmd_status,
     "inspect": cmd_inspect,
+    "usage": cmd_usage,
     "failed": cmd_failed,
     "redrive": cmd_redrive,
     "cancel": cmd_cancel,

@@ -21,9 +21,15 @@ A client is built on one of
   the BEGIN and COMMIT round trips).
 
 Optional arguments left as None are not sent, so the SQL defaults apply
-(a lease of None is the settings' default lease, not NULL). Required
-arguments are always sent; None there is SQL NULL, which runq rejects with
-InvalidArgument. jsonb arguments take any JSON-serialisable value.
+(a lease of None is the settings' default lease, not NULL), and a call that
+leaves the v0.2 arguments out (submit's budget and timeout) is the call a
+v0.1 schema knows. Required arguments are always sent; None there is SQL
+NULL, which runq rejects with InvalidArgument (set_budget's budget is the
+exception: None there removes the budget). jsonb arguments take any
+JSON-serialisable value, and Decimal too, written as the exact number it is.
+
+Numbers in ``usage`` and ``budget`` columns come back as Decimal (see
+runq.types): the SQL sums them exactly, and so may the caller.
 
 Each call is written once, in _Calls, as the query it sends (its SQL, its
 parameters and how its rows are read); a Client runs that query and an
@@ -33,21 +39,30 @@ AsyncClient awaits it, so the two cannot drift apart.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
+from functools import partial
 from types import MethodType, TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import BaseRowFactory, class_row, tuple_row
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
+from psycopg.pq import Format
+from psycopg.rows import BaseRowFactory, RowMaker, class_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from runq import types
 from runq.errors import from_psycopg
+
+if TYPE_CHECKING:  # what a row factory is given; psycopg exports it under no public name
+    from psycopg._cursor_base import BaseCursor
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -57,16 +72,151 @@ P = ParamSpec("P")
 Conn = TypeVar("Conn", bound=psycopg.Connection[Any] | psycopg.AsyncConnection[Any])
 Pool = TypeVar("Pool")
 IDLE = psycopg.pq.TransactionStatus.IDLE
+JSONB_OID = psycopg.postgres.types["jsonb"].oid
 
 
 @dataclass(frozen=True)
 class _Query(Generic[R]):
-    """What one call sends and how its rows become the call's result."""
+    """What one call sends and how its rows become the call's result.
+    ``raw_jsonb``: the cursor hands jsonb over undecoded, for the row
+    factory to decode (see _exact_row)."""
 
     statement: sql.SQL | sql.Composed
     params: Mapping[str, Any]
     row_factory: BaseRowFactory[Any]
     decode: Callable[[list[Any]], R]
+    raw_jsonb: bool = False
+
+
+# -- jsonb: exact numbers both ways ------------------------------------------------
+
+
+class _HasDecimal(Exception):
+    pass
+
+
+def _refuse(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        raise _HasDecimal
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _number(value: Decimal) -> str:
+    """A Decimal as a JSON number, digit for digit (no exponent)."""
+    return format(value, "f")
+
+
+def _key(key: Any) -> str:
+    """A dict key as json.dumps turns it into a string."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+def json_text(value: Any, *, indent: int | None = None, sort_keys: bool = False,
+              separators: tuple[str, str] | None = None,
+              default: Callable[[Any], Any] | None = None) -> str:
+    """json.dumps, except that a Decimal is written as the number it is
+    (json.dumps refuses Decimal; a float would round it). The arguments are
+    json.dumps's."""
+    def fallback(v: Any) -> Any:
+        if isinstance(v, Decimal) or default is None:
+            return _refuse(v)
+        return default(v)
+
+    try:
+        return json.dumps(value, indent=indent, sort_keys=sort_keys, separators=separators,
+                          default=fallback)
+    except _HasDecimal:
+        pass
+    item, colon = separators or ((", " if indent is None else ","), ": ")
+    seen: set[int] = set()
+
+    def encode(v: Any, level: int) -> str:
+        if isinstance(v, Decimal):
+            return _number(v)
+        if isinstance(v, dict | list | tuple):
+            if id(v) in seen:
+                raise ValueError("Circular reference detected")
+            seen.add(id(v))
+            if isinstance(v, dict):
+                pairs = [(_key(k), x) for k, x in v.items()]
+                parts = [f"{json.dumps(k)}{colon}{encode(x, level + 1)}"
+                         for k, x in (sorted(pairs, key=lambda p: p[0]) if sort_keys else pairs)]
+                opening, closing = "{", "}"
+            else:
+                parts = [encode(x, level + 1) for x in v]
+                opening, closing = "[", "]"
+            seen.discard(id(v))
+            if not parts:
+                return opening + closing
+            if indent is None:
+                return opening + item.join(parts) + closing
+            inner, outer = "\n" + " " * (indent * (level + 1)), "\n" + " " * (indent * level)
+            return opening + inner + (item + inner).join(parts) + outer + closing
+        if default is not None and not isinstance(v, str | int | float | bool | type(None)):
+            return encode(default(v), level)
+        return json.dumps(v)
+
+    return encode(value, 0)
+
+
+_exact_loads = partial(json.loads, parse_float=Decimal, parse_int=Decimal)
+
+
+class _RawJsonb(Loader):
+    """jsonb as its text, for _exact_row to decode."""
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+class _RawJsonbBinary(Loader):
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)[1:]  # the version byte, then the text
+
+
+def _exact_row(row: type[T], exact: frozenset[str]) -> BaseRowFactory[T]:
+    """class_row(row), on a cursor that loads jsonb raw (_RawJsonb): the
+    columns named in exact are decoded with every number a Decimal, the other
+    jsonb columns as the connection would decode them."""
+    make_row = class_row(row)
+
+    def factory(cursor: BaseCursor[Any, Any]) -> RowMaker[T]:
+        make = make_row(cursor)
+        conn = cursor.connection
+        plain = conn.adapters.get_loader(JSONB_OID, Format.TEXT)
+        decoders: list[tuple[int, Callable[[bytes], Any]]] = []
+        for i, column in enumerate(cursor.description or ()):
+            if column.type_code != JSONB_OID:
+                continue
+            if column.name in exact:
+                decoders.append((i, _exact_loads))
+            elif plain is not None:
+                decoders.append((i, plain(JSONB_OID, conn).load))
+            else:  # no jsonb loader on the connection: psycopg's default
+                decoders.append((i, json.loads))
+
+        def make_exact(values: Sequence[Any]) -> T:
+            decoded = list(values)
+            for i, load in decoders:
+                if decoded[i] is not None:
+                    decoded[i] = load(decoded[i])
+            return make(decoded)
+
+        return make_exact
+
+    return factory
+
+
+def _reader(row: type[T]) -> tuple[BaseRowFactory[T], bool]:
+    """The row factory for a row class, and whether it needs jsonb raw."""
+    exact = types.exact_fields(row)
+    return (_exact_row(row, exact), True) if exact else (class_row(row), False)
 
 
 def _select(function: str, required: Mapping[str, Any],
@@ -89,13 +239,15 @@ def _select(function: str, required: Mapping[str, Any],
 def _rows(row: type[T], function: str, required: Mapping[str, Any],
           optional: Mapping[str, Any] | None = None) -> _Query[list[T]]:
     """Every row runq.<function> returns, as a ``row``."""
-    return _Query(*_select(function, required, optional), class_row(row), list)
+    factory, raw = _reader(row)
+    return _Query(*_select(function, required, optional), factory, list, raw)
 
 
 def _row(row: type[T], function: str, required: Mapping[str, Any],
          optional: Mapping[str, Any] | None = None) -> _Query[T]:
     """The one row runq.<function> returns, as a ``row``."""
-    return _Query(*_select(function, required, optional), class_row(row), lambda rows: rows[0])
+    factory, raw = _reader(row)
+    return _Query(*_select(function, required, optional), factory, lambda rows: rows[0], raw)
 
 
 def _value(typ: type[T], function: str, required: Mapping[str, Any],
@@ -118,12 +270,18 @@ def _void(function: str, required: Mapping[str, Any],
 
 
 def _jsonb(value: Any) -> Jsonb | None:
-    """A jsonb parameter; None stays None (SQL NULL, or: not sent)."""
+    """A jsonb parameter; None stays None (SQL NULL, or: not sent). A
+    Decimal in it is sent as the number it is."""
     if value is None or isinstance(value, Jsonb):
         return value
     if isinstance(value, Mapping):
         value = dict(value)
-    return Jsonb(value)
+    return Jsonb(value, dumps=json_text)
+
+
+def _raw_jsonb(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
+    cursor.adapters.register_loader(JSONB_OID, _RawJsonb)
+    cursor.adapters.register_loader(JSONB_OID, _RawJsonbBinary)
 
 
 @contextmanager
@@ -240,14 +398,20 @@ class _Calls(Generic[Conn, Pool]):
         max_attempts: int | None = None,
         recovery_policy: str | None = None,
         queue_ttl: timedelta | None = None,
+        budget: Mapping[str, int | float | Decimal] | None = None,
+        timeout: timedelta | None = None,
     ) -> _Query[types.Submitted]:
         """runq.submit: outcome created, duplicate or input_delivered.
+        budget: limits of the run's usage totals over every attempt
+        ({"cost_usd": Decimal("2.00")}), checked by begin_turn; timeout: the
+        run must be terminal that long after its submit (its deadline).
         Raises IdempotencyConflict, SessionBusy, InvalidArgument."""
         return _row(types.Submitted, "submit", {"tenant_id": tenant_id, "kind": kind}, {
             "payload": _jsonb(payload), "session_id": session_id, "priority": priority,
             "idempotency_key": idempotency_key, "principal_id": principal_id,
             "scheduled_for": scheduled_for, "max_attempts": max_attempts,
-            "recovery_policy": recovery_policy, "queue_ttl": queue_ttl})
+            "recovery_policy": recovery_policy, "queue_ttl": queue_ttl,
+            "budget": _jsonb(budget), "timeout": timeout})
 
     @_Call
     def deliver_input(self, run_id: int, input: Any) -> _Query[bool]:
@@ -362,6 +526,17 @@ class _Calls(Generic[Conn, Pool]):
         """runq.tool_calls: the run's tool calls."""
         return _rows(types.ToolCall, "tool_calls", {"run_id": run_id})
 
+    @_Call
+    def record_usage(self, run_id: int, epoch: int,
+                     usage: Mapping[str, int | float | Decimal]) -> _Query[bool]:
+        """runq.record_usage: add usage ({"input_tokens": 1200, "cost_usd":
+        Decimal("0.0123")}) to the run's totals. Recorded even from a fenced
+        epoch and after the run finished (spend is a fact); False then, as
+        every fenced call. Raises InvalidArgument (also for an epoch the run
+        was never claimed with), RunNotFound."""
+        return _value(bool, "record_usage",
+                      {"run_id": run_id, "epoch": epoch, "usage": _jsonb(usage)})
+
     # -- operators ----------------------------------------------------------
 
     @_Call
@@ -391,6 +566,22 @@ class _Calls(Generic[Conn, Pool]):
     def dead_letter(self, max_runs: int | None = None) -> _Query[list[types.Run]]:
         """runq.dead_letter: failed runs, most recently finished first."""
         return _rows(types.Run, "dead_letter", {}, {"max_runs": max_runs})
+
+    @_Call
+    def set_budget(self, run_id: int, budget: Mapping[str, int | float | Decimal] | None
+                   ) -> _Query[bool]:
+        """runq.set_budget: replace the budget of a queued, running, waiting or
+        failed run (None removes it); False for a succeeded or cancelled run,
+        which keeps its own. Raises InvalidArgument, RunNotFound."""
+        return _value(bool, "set_budget", {"run_id": run_id, "budget": _jsonb(budget)})
+
+    @_Call
+    def usage_report(self, since: datetime, until: datetime | None = None
+                     ) -> _Query[list[types.UsageRow]]:
+        """runq.usage_report: the usage recorded in [since, until) (until None:
+        up to now), fenced epochs included, per tenant and kind, in that
+        order; exact sums. Raises InvalidArgument (until not after since)."""
+        return _rows(types.UsageRow, "usage_report", {"since": since}, {"until": until})
 
     @_Call
     def purge(self, older_than: timedelta, max_runs: int | None = None,
@@ -477,6 +668,8 @@ class Client(_Calls[psycopg.Connection[Any], ConnectionPool[Any]]):
     def _execute(self, query: _Query[R]) -> R:
         with _runq_errors(), self._connection() as conn, \
                 conn.cursor(row_factory=query.row_factory) as cur:
+            if query.raw_jsonb:
+                _raw_jsonb(cur)
             cur.execute(query.statement, query.params)
             return query.decode(cur.fetchall())
 
@@ -522,5 +715,7 @@ class AsyncClient(_Calls[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]]
         with _runq_errors():
             async with self._connection() as conn, \
                     conn.cursor(row_factory=query.row_factory) as cur:
+                if query.raw_jsonb:
+                    _raw_jsonb(cur)
                 await cur.execute(query.statement, query.params)
                 return query.decode(await cur.fetchall())

@@ -19,10 +19,16 @@ whatever the concurrency), one connection for heartbeats and one for LISTEN.
 
 The pool keeps no queue logic: every write is one fenced runq function, and
 the first one that says ``false`` stops the run: the context raises
-RunStopped from then on and the pool writes nothing more for that run. A
-handler that returns completes the run with its return value; one that
-raises fails it with the exception's class and message; a return value jsonb
-cannot hold fails it with code ``result_not_json``.
+RunStopped from then on and the pool writes nothing more for that run. The
+one exception is ``ctx.record_usage``: spend is a fact, so it is sent (and
+recorded by runq) even once the run is no longer this worker's, and it
+answers False rather than raising. RunStopped says why in ``reason``, which
+the pool reads once (``runq.get_run``) after the first refusal: the cancel,
+the deadline or the budget, or else fenced. A handler that returns
+completes the run with its return value; one that raises fails it with the
+exception's class and message; a return value jsonb cannot hold fails it
+with code ``result_not_json``. The claimed run's budget, deadline and usage
+(as of the claim, over every attempt) are on the context.
 
 Every lease/3 one ``runq.heartbeat_many`` extends the lease of every run in
 flight. A run whose element comes back false (fenced, cancelled) is stopped
@@ -59,6 +65,7 @@ import asyncio
 import contextlib
 import importlib
 import inspect
+import json
 import logging
 import os
 import signal
@@ -66,17 +73,19 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from runq.client import AsyncClient, _jsonb
+from runq.client import AsyncClient, _jsonb, json_text
 from runq.errors import RunNotFound
-from runq.types import ClaimedRun, ToolCall
+from runq.types import ClaimedRun, Run, ToolCall
 
 __all__ = ["AsyncRunContext", "Handler", "RunContext", "RunStopped", "Slot", "WorkerPool",
            "main"]
@@ -117,8 +126,47 @@ _LOCK_NOT_AVAILABLE = "55P03"
 
 
 class RunStopped(Exception):
-    """The run is no longer this worker's (fenced, cancelled, released,
-    purged): stop working on it. The pool writes nothing more for it."""
+    """The run is no longer this worker's (fenced, cancelled, failed by its
+    deadline or budget, released, purged): stop working on it. The pool
+    writes nothing more for it.
+
+    ``reason`` says why, as the pool found it:
+
+    * ``"cancelled"``, ``"deadline_exceeded"``, ``"budget_exhausted"``: runq
+      stopped the run under this worker's epoch (a cancel flag, the deadline,
+      begin_turn's budget gate); read from the run's status and failure code
+      (one ``runq.get_run``, after the first refusal only);
+    * ``"fenced"``: anything else that took the run away (another epoch holds
+      it, the sweep took it back, a lease the database stayed out of reach
+      for); also when the reason could not be read;
+    * ``"finished"``: this handler's own last write (complete, fail,
+      ask_user) has gone out already;
+    * ``"not_found"``: the run no longer exists (purged);
+    * ``"pool_stopped"``: the pool's event loop has ended;
+    * None: a RunStopped the handler raised itself without one.
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+# How long reading why a run stopped may take before the reason is "fenced".
+REASON_PATIENCE = 5.0
+
+
+def _stop_reason(run: Run, epoch: int) -> tuple[str, str | None]:
+    """Why runq stopped our epoch of the run, and the failure's message when
+    its deadline or budget did: the rules are runq's, this only reads them."""
+    if run.lease_epoch != epoch:
+        return "fenced", None
+    if run.status == "cancelled":
+        return "cancelled", None
+    failure = run.failure or {}
+    code = failure.get("code")
+    if run.status == "failed" and code in ("deadline_exceeded", "budget_exhausted"):
+        return str(code), str(failure.get("message") or code)
+    return "fenced", None
 
 
 def _lost(conn: psycopg.AsyncConnection[Any]) -> bool:
@@ -168,6 +216,11 @@ class _Run:
         self.not_beating = asyncio.Event()
         self.not_beating.set()
         self.task: asyncio.Future[None] | None = None
+        # Why it stopped, once read; and the failure's message if runq said one.
+        self.reason: str | None = None
+        self.reason_message: str | None = None
+        # How many record_usage calls of each usage (as JSON) landed.
+        self.usage_landed: Counter[str] = Counter()
 
     @property
     def run_id(self) -> int:
@@ -188,7 +241,12 @@ class _Run:
         return self.done or self.completing
 
     def refused(self, why: str) -> RunStopped:
-        return RunStopped(f"run {self.run_id} epoch {self.epoch} {why}")
+        if not self.stopped:
+            return RunStopped(f"run {self.run_id} epoch {self.epoch} {why}", "finished")
+        if self.reason_message is not None:
+            return RunStopped(f"run {self.run_id} epoch {self.epoch} failed: "
+                              f"{self.reason_message}", self.reason)
+        return RunStopped(f"run {self.run_id} epoch {self.epoch} {why}", self.reason)
 
 
 class AsyncRunContext:
@@ -216,6 +274,40 @@ class AsyncRunContext:
     def stop_requested(self) -> bool:
         """True once the run is no longer ours; every write then raises."""
         return self._state.stopped
+
+    @property
+    def budget(self) -> dict[str, Decimal] | None:
+        """The run's budget as claimed (None: none)."""
+        return self._state.run.budget
+
+    @property
+    def deadline(self) -> datetime | None:
+        """The run's deadline as claimed (None: no timeout)."""
+        return self._state.run.deadline
+
+    @property
+    def usage(self) -> dict[str, Decimal]:
+        """The usage totals at the claim, over every attempt ({} when none):
+        what earlier attempts spent. What this one records is not added."""
+        return self._state.run.usage
+
+    async def record_usage(self, usage: Mapping[str, int | float | Decimal]) -> bool:
+        """Record what a model or tool call spent (runq.record_usage), after
+        it: ``{"input_tokens": 1200, "cost_usd": Decimal("0.0123")}``.
+
+        Spend is a fact whoever holds the run now, so unlike every other write
+        this one is sent even once the run is no longer ours (runq records it
+        under our epoch) and never raises RunStopped for that: it returns
+        True while the run is ours, False when it is not (the run is then
+        stopped, as a false answer always stops it, and the next other write
+        raises RunStopped). A call lost with its connection is sent again only
+        if the run's run.usage events of our epoch show it did not land, so it
+        is never counted twice (two identical usages this handler records at
+        once, one of them lost, cannot be told apart: that one is then taken
+        as landed).
+        Raises InvalidArgument for usage runq refuses, RunStopped only when
+        the run no longer exists (nothing could be recorded)."""
+        return await self._core.record_usage(self._state, usage)
 
     async def _write(self, call: Callable[[AsyncClient], Awaitable[bool]], **how: Any) -> None:
         await self._core.write(self._state, call, **how)
@@ -283,12 +375,33 @@ class RunContext:
         """True once the run is no longer ours; every write then raises."""
         return self._async.stop_requested
 
+    @property
+    def budget(self) -> dict[str, Decimal] | None:
+        """The run's budget as claimed (None: none)."""
+        return self._async.budget
+
+    @property
+    def deadline(self) -> datetime | None:
+        """The run's deadline as claimed (None: no timeout)."""
+        return self._async.deadline
+
+    @property
+    def usage(self) -> dict[str, Decimal]:
+        """The usage totals at the claim, over every attempt ({} when none)."""
+        return self._async.usage
+
+    def record_usage(self, usage: Mapping[str, int | float | Decimal]) -> bool:
+        """AsyncRunContext.record_usage: sent even once the run is no longer
+        ours; True while it is ours, False when not (never RunStopped for
+        that)."""
+        return self._wait(self._async.record_usage(usage))
+
     def _wait(self, call: Coroutine[Any, Any, T]) -> T:
         try:
             future = asyncio.run_coroutine_threadsafe(call, self._loop)
         except RuntimeError:  # the pool's loop is gone: so is the run
             call.close()
-            raise RunStopped(f"run {self.run_id}: the pool has stopped") from None
+            raise RunStopped(f"run {self.run_id}: the pool has stopped", "pool_stopped") from None
         return future.result()
 
     def _write(self, call: Callable[[AsyncClient], Awaitable[bool]], **how: Any) -> None:
@@ -420,7 +533,7 @@ class _Core:
                     landed: Callable[[AsyncClient], Awaitable[bool]] | None = None) -> None:
         """One fenced write of a run; call None is its completion."""
         if state.closed:
-            raise state.refused("is no longer ours")
+            raise await self.refusal(state, "is no longer ours")
         try:
             if call is None:
                 applied = await self.complete(state, result)
@@ -435,7 +548,8 @@ class _Core:
                 applied = await self.persist(_on_client(call), patience, probe)
         except RunNotFound:
             state.stopped = True
-            raise RunStopped(f"run {state.run_id} no longer exists") from None
+            state.reason = "not_found"
+            raise RunStopped(f"run {state.run_id} no longer exists", "not_found") from None
         except asyncio.CancelledError:
             # Cancelled on its way: it may still land, so nothing may follow it.
             raise
@@ -450,7 +564,54 @@ class _Core:
             raise
         if not applied:
             self.stop_run(state)
-            raise state.refused("was fenced or cancelled")
+            raise await self.refusal(state, "was fenced or cancelled")
+
+    async def refusal(self, state: _Run, why: str) -> RunStopped:
+        """The RunStopped for a write refused; why the run stopped is read
+        once, the first time (a run closed by its own last write needs no
+        read)."""
+        if state.stopped and state.reason is None:
+            state.reason, state.reason_message = await self.stop_reason(state)
+        return state.refused(why)
+
+    async def stop_reason(self, state: _Run) -> tuple[str, str | None]:
+        try:
+            run = await self.persist(_on_client(lambda c: c.get_run(state.run_id)),
+                                     patience=min(self.lease, REASON_PATIENCE))
+        except RunNotFound:
+            return "not_found", None
+        except Exception as error:  # the database is out of reach: all we know
+            log.info("run %s: could not read why it stopped: %s", state.run_id, error)
+            return "fenced", None
+        return _stop_reason(run, state.epoch)
+
+    async def record_usage(self, state: _Run, usage: Mapping[str, Any]) -> bool:
+        """runq.record_usage under the run's epoch, whatever the run's state:
+        see AsyncRunContext.record_usage."""
+        key = json_text(usage, sort_keys=True)  # what it is sent as, and its events hold
+        expected = state.usage_landed[key] + 1
+
+        async def landed(c: AsyncClient) -> bool:
+            # Our epoch is ours alone: its run.usage events of this usage are
+            # the calls of this one that landed.
+            wanted = json.loads(key)
+            return sum(1 for e in await c.run_events(state.run_id)
+                       if e.type == "run.usage" and e.epoch == state.epoch
+                       and e.payload == wanted) >= expected
+
+        try:
+            ours = await self.persist(
+                _on_client(lambda c: c.record_usage(state.run_id, state.epoch, usage)),
+                landed=_on_client(landed))
+        except RunNotFound:
+            state.stopped = True
+            state.reason = "not_found"
+            raise RunStopped(f"run {state.run_id} no longer exists: its usage was not"
+                             " recorded", "not_found") from None
+        state.usage_landed[key] += 1
+        if not ours and not state.closed:
+            self.stop_run(state)
+        return ours
 
     async def complete(self, state: _Run, result: Any) -> bool:
         # Queued, the run keeps its heartbeats: a batch may wait on a row lock.

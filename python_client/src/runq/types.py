@@ -1,14 +1,29 @@
 """Rows the runq functions return, as frozen dataclasses.
 
-Field names are the SQL result columns, so each class is filled by
-``psycopg.rows.class_row``. jsonb arrives decoded (dict, list, str, ...);
+Field names are the SQL result columns, so each class is filled by name
+(``psycopg.rows.class_row``). jsonb arrives decoded (dict, list, str, ...);
 timestamps are aware datetimes and intervals timedeltas.
+
+Usage and budgets are exact: runq sums them as ``numeric``, and psycopg's
+jsonb loader would give a float for 0.1 (0.1 + 0.2 is then not 0.3). The
+fields marked :data:`EXACT` (``usage``, ``budget``) are read with every
+number as a :class:`decimal.Decimal`, integers too (``Decimal('1200')``,
+which equals 1200), so their type is ``dict[str, Decimal]`` and a sum of
+them is exact. Every other jsonb field (payload, result, checkpoint, an
+event's payload, ...) is read as psycopg reads jsonb.
+
+The columns v0.2 added have defaults (no usage, no budget, no deadline), so
+the rows of a v0.1 schema still fill these classes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
+from types import MappingProxyType
 from typing import Any
 
 __all__ = [
@@ -22,7 +37,16 @@ __all__ = [
     "Submitted",
     "SweepAction",
     "ToolCall",
+    "UsageRow",
 ]
+
+# The metadata of a jsonb field whose numbers load as Decimal.
+EXACT: Mapping[str, bool] = MappingProxyType({"runq_exact": True})
+
+
+def exact_fields(cls: type[Any]) -> frozenset[str]:
+    """The fields of a row class marked EXACT."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("runq_exact"))
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,12 @@ class ClaimedRun:
     inputs: list[Any]
     resumed: bool
     lease_expires_at: datetime
+    # The run's limits, so that a worker knows them: the deadline (None: no
+    # timeout), the budget (None: none) and the usage recorded so far, over
+    # every attempt ({} when none).
+    deadline: datetime | None = None
+    budget: dict[str, Decimal] | None = field(default=None, metadata=EXACT)
+    usage: dict[str, Decimal] = field(default_factory=dict, metadata=EXACT)
 
 
 @dataclass(frozen=True)
@@ -72,6 +102,11 @@ class Run:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    # The usage totals over every attempt ({} when none), the budget (None:
+    # none) and the deadline (None: no timeout).
+    usage: dict[str, Decimal] = field(default_factory=dict, metadata=EXACT)
+    budget: dict[str, Decimal] | None = field(default=None, metadata=EXACT)
+    deadline: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -152,3 +187,15 @@ class Pause:
     key: str
     reason: str | None
     paused_at: datetime
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One row of runq.usage_report: the usage one tenant's runs of one kind
+    recorded in the window (fenced epochs included), ``runs`` the number of
+    distinct runs, ``usage`` the exact sums per key."""
+
+    tenant_id: str
+    kind: str
+    runs: int
+    usage: dict[str, Decimal] = field(metadata=EXACT)
