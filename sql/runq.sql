@@ -5803,14 +5803,16 @@ SET LOCAL search_path = pg_catalog, pg_temp;
 -- Usage, and a budget of it: counts of whatever a run spends, by a name the
 -- caller chooses (tokens, dollars). Non-negative, so totals only grow and a
 -- budget reached stays reached; at least one key, so a call says something.
--- The jsonpath finds any value that is not a number, or is below zero.
+-- The jsonpath finds any value that is not a number, or is below zero:
+-- strict, since lax mode would unwrap an array value and pass [1]; silent,
+-- so that a value that is no object answers false instead of raising.
 CREATE FUNCTION runq._is_usage(value jsonb)
     RETURNS boolean
     LANGUAGE sql
     IMMUTABLE
     PARALLEL SAFE
 RETURN jsonb_typeof(value) = 'object' AND value <> '{}'
-       AND NOT jsonb_path_exists(value, '$.* ? (@.type() != "number" || @ < 0)');
+       AND NOT jsonb_path_exists(value, 'strict $.* ? (@.type() != "number" || @ < 0)', '{}', true);
 
 CREATE FUNCTION runq._check_usage(argument text, value jsonb, optional boolean DEFAULT false)
     RETURNS boolean

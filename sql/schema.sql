@@ -207,7 +207,7 @@ COMMENT ON DOMAIN runq.tool_idempotency IS 'A tool''s declared idempotency class
 
 CREATE FUNCTION runq._is_usage(value jsonb) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN ((jsonb_typeof(value) = 'object'::text) AND (value <> '{}'::jsonb) AND (NOT jsonb_path_exists(value, '$.*?(@.type() != "number" || @ < 0)'::jsonpath)));
+    RETURN ((jsonb_typeof(value) = 'object'::text) AND (value <> '{}'::jsonb) AND (NOT jsonb_path_exists(value, 'strict $.*?(@.type() != "number" || @ < 0)'::jsonpath, '{}'::jsonb, true)));
 
 COMMENT ON FUNCTION runq._is_usage(value jsonb) IS 'True for usage or a budget: a non-empty jsonb object whose values are non-negative numbers.';
 

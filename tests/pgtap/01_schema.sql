@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(361);
+SELECT plan(383);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -18,14 +18,14 @@ SELECT sequences_are('runq',
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
                                'priority_class', 'counter', 'attempt_limit', 'epoch', 'duration',
                                'json_object', 'failure_record', 'event_type', 'tool_idempotency',
-                               'tool_call_status', 'run_shape', 'consistent_run_shape']);
+                               'tool_call_status', 'run_shape', 'consistent_run_shape', 'usage_amounts']);
 -- Each column's own rule is a domain (checked only when the column is
 -- written, from a cached expression), not a table CHECK (rebuilt by every
 -- UPDATE of the row).
 SELECT domains_are('runq', ARRAY['identifier', 'run_status', 'recovery_policy', 'priority_class',
                                  'counter', 'attempt_limit', 'epoch', 'duration', 'json_object',
                                  'failure_record', 'event_type', 'tool_idempotency',
-                                 'tool_call_status', 'consistent_run_shape']);
+                                 'tool_call_status', 'consistent_run_shape', 'usage_amounts']);
 
 SELECT has_role(r) FROM unnest(ARRAY['runq_worker', 'runq_client', 'runq_admin']) AS r;
 SELECT is((SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE rolname = r), false,
@@ -45,7 +45,7 @@ SELECT columns_are('runq', 'runs',
           'finished_at', 'lease', 'queue_ttl', 'attempts', 'max_attempts', 'turns',
           'tools_begun', 'priority', 'cancel_requested', 'status', 'recovery_policy',
           'tenant_id', 'session_id', 'kind', 'principal_id', 'lease_owner', 'payload',
-          'result', 'failure', 'question', 'parked']);
+          'result', 'failure', 'question', 'parked', 'usage', 'budget', 'timeout', 'deadline']);
 SELECT columns_are('runq', 'run_events',
     ARRAY['run_id', 'event_id', 'epoch', 'created_at', 'type', 'payload']);
 SELECT columns_are('runq', 'idempotency_keys',
@@ -64,7 +64,7 @@ SELECT columns_are('runq', 'pause_settings', ARRAY['scope', 'key', 'reason', 'pa
 SELECT columns_are('runq', 'run_info',
     ARRAY['run_id', 'tenant_id', 'session_id', 'kind', 'status', 'priority', 'attempts',
           'max_attempts', 'scheduled_for', 'lease_epoch', 'cancel_requested', 'result',
-          'failure', 'question', 'created_at', 'updated_at', 'finished_at']);
+          'failure', 'question', 'created_at', 'updated_at', 'finished_at', 'usage', 'budget', 'deadline']);
 SELECT columns_are('runq', 'run_event',
     ARRAY['event_id', 'epoch', 'type', 'payload', 'created_at']);
 
@@ -107,6 +107,10 @@ INSERT INTO expected_columns VALUES
     ('runs', 'failure',              'runq.failure_record',                    false),
     ('runs', 'question',             'jsonb',                    false),
     ('runs', 'parked',               'boolean',                  true),
+    ('runs', 'usage',                'jsonb',                    true),
+    ('runs', 'budget',               'runq.usage_amounts',       false),
+    ('runs', 'timeout',              'runq.duration',            false),
+    ('runs', 'deadline',             'timestamp with time zone', false),
     ('run_events', 'run_id',         'bigint',                   true),
     ('run_events', 'event_id',       'bigint',                   true),
     ('run_events', 'epoch',          'runq.epoch',                   true),
@@ -149,7 +153,7 @@ INSERT INTO expected_columns VALUES
     ('pause_settings', 'reason',     'text',                     false),
     ('pause_settings', 'paused_at',  'timestamp with time zone', true);
 
--- 77 type tests, 77 nullability tests.
+-- 81 type tests, 81 nullability tests.
 SELECT col_type_is('runq', tbl, col, typ, format('runq.%s.%s is %s', tbl, col, typ))
   FROM expected_columns ORDER BY tbl, col;
 SELECT CASE WHEN n THEN col_not_null('runq', tbl, col, format('runq.%s.%s is NOT NULL', tbl, col))
@@ -176,12 +180,15 @@ INSERT INTO expected_type_columns VALUES
     ('run_info', 'created_at',       'timestamp with time zone'),
     ('run_info', 'updated_at',       'timestamp with time zone'),
     ('run_info', 'finished_at',      'timestamp with time zone'),
+    ('run_info', 'usage',            'jsonb'),
+    ('run_info', 'budget',           'jsonb'),
+    ('run_info', 'deadline',         'timestamp with time zone'),
     ('run_event', 'event_id',        'bigint'),
     ('run_event', 'epoch',           'bigint'),
     ('run_event', 'type',            'text'),
     ('run_event', 'payload',         'jsonb'),
     ('run_event', 'created_at',      'timestamp with time zone');
--- 22 tests.
+-- 25 tests.
 SELECT col_type_is('runq', typ, col, coltype, format('runq.%s.%s is %s', typ, col, coltype))
   FROM expected_type_columns ORDER BY typ, col;
 
@@ -198,6 +205,8 @@ SELECT is((SELECT a.attgenerated::text FROM pg_catalog.pg_attribute AS a
 -- A run is admitted unless a limit or a pause parks it: the constant default
 -- (stored in the catalog, so adding the column rewrote no row).
 SELECT col_default_is('runq', 'runs', 'parked', 'false', 'runq.runs.parked defaults to false');
+-- A run that recorded no usage has totals {}: a constant default too.
+SELECT col_default_is('runq', 'runs', 'usage', '{}'::jsonb, 'runq.runs.usage defaults to {}');
 
 -- ---------------------------------------------------------------------------
 -- Keys and constraints by name
@@ -266,8 +275,8 @@ SELECT indexes_are('runq', 'runs',
           'runs_held_idx', 'runs_queue_expiry_idx', 'runs_dead_letter_idx',
           'runs_claimable_idx', 'runs_claimable_kind_idx', 'runs_queued_tenant_idx',
           'runs_queued_kind_idx', 'runs_running_tenant_idx', 'runs_running_kind_idx',
-          'runs_parked_idx']);
-SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key']);
+          'runs_parked_idx', 'runs_deadline_idx']);
+SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key', 'run_events_usage_idx']);
 SELECT indexes_are('runq', 'idempotency_keys', ARRAY['idempotency_keys_scope_key', 'idempotency_keys_run_idx']);
 SELECT indexes_are('runq', 'checkpoints', ARRAY['checkpoints_pkey']);
 SELECT indexes_are('runq', 'inputs', ARRAY['inputs_pkey']);
@@ -304,6 +313,12 @@ SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, 
     -- The parked runs of each class, tenant by tenant.
     ('runs_parked_idx',
      'CREATE INDEX runs_parked_idx ON runq.runs USING btree (priority, tenant_id, ready_at, run_id) WHERE (((status)::text = ''queued''::text) AND parked)'),
+    -- The sweep's head of the runs with a deadline that are not yet terminal.
+    ('runs_deadline_idx',
+     'CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text])))'),
+    -- The usage ledger by time, for usage_report.
+    ('run_events_usage_idx',
+     'CREATE INDEX run_events_usage_idx ON runq.run_events USING btree (created_at, run_id) WHERE ((type)::text = ''run.usage''::text)'),
     ('limit_settings_key',
      'CREATE UNIQUE INDEX limit_settings_key ON runq.limit_settings USING btree (scope, key) NULLS NOT DISTINCT'),
     ('run_events_fenced_key',
@@ -440,6 +455,25 @@ SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, queue_ttl, e
                   VALUES ('schema-t', 'k', 10, interval '1 hour', now() + interval '1 hour', now(), now())$$,
                 'a queue_ttl with its expires_at is accepted');
 
+-- usage, budget, timeout: a budget is a non-empty object of non-negative
+-- numbers (runq.usage_amounts), a timeout a positive duration.
+SELECT lives_ok(format($$UPDATE runq.runs SET budget = '{"cost_usd": 2.00, "tokens": 0}', timeout = interval '1 hour',
+                                              deadline = created_at + interval '1 hour',
+                                              usage = '{"tokens": 12, "cost_usd": 0.5}'
+                          WHERE run_id = %s$$, :base_run),
+                'a budget of non-negative numbers (0 too), a timeout with its deadline and usage totals are accepted');
+SELECT throws_ok(format($$UPDATE runq.runs SET budget = %L WHERE run_id = %s$$, v.b, :base_run),
+                 '23514', NULL, format('a budget of %s is rejected', v.what))
+  FROM (VALUES (1, '{}', 'an empty object'), (2, '{"cost_usd": -1}', 'a negative limit'),
+               (3, '{"cost_usd": "2"}', 'a string limit'), (4, '[2]', 'an array'),
+               (5, '{"cost_usd": [2]}', 'an array as a limit')) AS v (n, b, what)
+ ORDER BY v.n;
+SELECT throws_ok(format($$UPDATE runq.runs SET timeout = interval '0' WHERE run_id = %s$$, :base_run),
+                 '23514', NULL, 'a zero timeout is rejected');
+SELECT throws_ok(format($$UPDATE runq.runs SET usage = NULL WHERE run_id = %s$$, :base_run),
+                 '23502', NULL, 'NULL usage totals are rejected');
+UPDATE runq.runs SET budget = NULL, timeout = NULL, deadline = NULL, usage = '{}' WHERE run_id = :base_run;
+
 -- The state invariants.
 SELECT throws_ok(format('UPDATE runq.runs SET status = ''running'' WHERE run_id = %s', :base_run),
                  '23514',
@@ -571,7 +605,7 @@ SELECT lives_ok(format($$INSERT INTO runq.run_events (run_id, epoch, created_at,
                                  'run.turn_started', 'run.tool_started', 'run.tool_finished',
                                  'run.tool_uncertain', 'run.waiting_for_user', 'run.input_delivered',
                                  'run.succeeded', 'run.failed', 'run.cancel_requested', 'run.cancelled',
-                                 'run.requeued', 'run.fenced', 'run.redriven']) AS t$$, :first_run),
+                                 'run.requeued', 'run.fenced', 'run.redriven', 'run.usage']) AS t$$, :first_run),
                 'every event type of the contract is accepted');
 
 -- ---------------------------------------------------------------------------

@@ -3,20 +3,21 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(170);
+SELECT plan(190);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
     -- submitters
     ('submit',
      ARRAY['text', 'text', 'jsonb', 'text', 'integer', 'text', 'text', 'timestamp with time zone',
-           'integer', 'text', 'interval'],
+           'integer', 'text', 'interval', 'jsonb', 'interval'],
      'tenant_id text, kind text, payload jsonb DEFAULT ''{}''::jsonb, session_id text DEFAULT NULL::text, '
      'priority integer DEFAULT 10, idempotency_key text DEFAULT NULL::text, '
      'principal_id text DEFAULT NULL::text, '
      'scheduled_for timestamp with time zone DEFAULT NULL::timestamp with time zone, '
      'max_attempts integer DEFAULT 3, recovery_policy text DEFAULT ''resume''::text, '
-     'queue_ttl interval DEFAULT NULL::interval',
+     'queue_ttl interval DEFAULT NULL::interval, budget jsonb DEFAULT NULL::jsonb, '
+     'timeout interval DEFAULT NULL::interval',
      'TABLE(run_id bigint, outcome text)'),
     ('deliver_input', ARRAY['bigint', 'jsonb'], 'run_id bigint, input jsonb', 'boolean'),
     ('cancel', ARRAY['bigint', 'text'], 'run_id bigint, reason text DEFAULT NULL::text', 'text'),
@@ -28,7 +29,7 @@ INSERT INTO contract VALUES
      'max_runs integer DEFAULT 1, kinds text[] DEFAULT NULL::text[]',
      'TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text, kind text, priority integer, '
      'payload jsonb, attempt integer, checkpoint jsonb, inputs jsonb, resumed boolean, '
-     'lease_expires_at timestamp with time zone)'),
+     'lease_expires_at timestamp with time zone, deadline timestamp with time zone, budget jsonb, usage jsonb)'),
     ('heartbeat', ARRAY['bigint', 'bigint'], 'run_id bigint, epoch bigint', 'boolean'),
     ('complete', ARRAY['bigint', 'bigint', 'jsonb'],
      'run_id bigint, epoch bigint, result jsonb DEFAULT NULL::jsonb', 'boolean'),
@@ -47,6 +48,7 @@ INSERT INTO contract VALUES
     ('complete_many', ARRAY['bigint[]', 'bigint[]', 'jsonb[]'],
      'run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]',
      'TABLE(run_id bigint, completed boolean)'),
+    ('record_usage', ARRAY['bigint', 'bigint', 'jsonb'], 'run_id bigint, epoch bigint, usage jsonb', 'boolean'),
     ('tool_calls', ARRAY['bigint'], 'run_id bigint',
      'TABLE(call_id text, tool text, idempotency text, status text, epoch bigint, args jsonb, '
      'outcome jsonb, started_at timestamp with time zone, finished_at timestamp with time zone)'),
@@ -59,6 +61,10 @@ INSERT INTO contract VALUES
     ('set_limit', ARRAY['text', 'text', 'integer'], 'scope text, key text, max_running integer', 'void'),
     ('pause', ARRAY['text', 'text', 'text'], 'scope text, key text, reason text DEFAULT NULL::text', 'boolean'),
     ('resume', ARRAY['text', 'text'], 'scope text, key text', 'boolean'),
+    ('set_budget', ARRAY['bigint', 'jsonb'], 'run_id bigint, budget jsonb', 'boolean'),
+    ('usage_report', ARRAY['timestamp with time zone', 'timestamp with time zone'],
+     'since timestamp with time zone, until timestamp with time zone DEFAULT NULL::timestamp with time zone',
+     'TABLE(tenant_id text, kind text, runs bigint, usage jsonb)'),
     -- beyond DESIGN.md: the CLI's `runq failed` needs the dead letter as a
     -- function, since clients reach no table directly
     ('dead_letter', ARRAY['integer'], 'max_runs integer DEFAULT 100', 'SETOF runq.run_info'),
@@ -75,7 +81,7 @@ SELECT is(
     ARRAY(SELECT fn::text FROM contract ORDER BY 1),
     'runq has exactly the public functions of the contract, one signature each');
 
--- 26 functions x 6 tests.
+-- 29 functions x 6 tests.
 SELECT has_function('runq', fn, argtypes, format('runq.%s(%s) exists', fn, array_to_string(argtypes, ', ')))
   FROM contract ORDER BY fn;
 SELECT is((SELECT string_agg(pg_catalog.pg_get_function_arguments(p.oid), ' | ')
@@ -136,6 +142,18 @@ SELECT results_eq(
     'runq.submit works in positional notation with untyped literals');
 SELECT is((SELECT r.priority FROM runq.get_run((SELECT max(x.run_id) FROM runq.runs AS x)) AS r),
           20, 'get_run reports the class as an integer');
+
+-- A v0.1.0 call still works: positional with its eleven arguments, and the
+-- twelfth and thirteenth (budget, timeout) positional too.
+SELECT results_eq(
+    $$SELECT outcome FROM runq.submit('acme', 'chat.turn', '{}', 's3', 20, NULL, NULL, NULL, 3, 'resume', NULL)$$,
+    $$VALUES ('created'::text)$$,
+    'runq.submit takes the eleven positional arguments of v0.1.0');
+SELECT results_eq(
+    $$SELECT outcome FROM runq.submit('acme', 'chat.turn', '{}', 's4', 20, NULL, NULL, NULL, 3, 'resume', NULL,
+                                      '{"cost_usd": 2.00}', '1 hour')$$,
+    $$VALUES ('created'::text)$$,
+    'runq.submit takes budget and timeout positionally, untyped');
 
 SELECT * FROM finish();
 ROLLBACK;

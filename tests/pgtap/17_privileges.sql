@@ -4,13 +4,13 @@
 -- functions, each with a pinned search_path. Tested from the catalog and from
 -- outside, under SET ROLE. Classes 1700..1799.
 BEGIN;
-SELECT plan(351);
+SELECT plan(374);
 
 CREATE TEMP TABLE grants (fn name, argtypes name[], client boolean, worker boolean) ON COMMIT DROP;
 GRANT SELECT ON grants TO PUBLIC;
 INSERT INTO grants VALUES
     ('submit', ARRAY['text', 'text', 'jsonb', 'text', 'integer', 'text', 'text', 'timestamp with time zone',
-                     'integer', 'text', 'interval'],                  true,  false),
+                     'integer', 'text', 'interval', 'jsonb', 'interval'], true, false),
     ('deliver_input', ARRAY['bigint', 'jsonb'],                        true,  false),
     ('cancel',        ARRAY['bigint', 'text'],                         true,  false),
     ('get_run',       ARRAY['bigint'],                                 true,  false),
@@ -27,6 +27,7 @@ INSERT INTO grants VALUES
     ('begin_turn',    ARRAY['bigint', 'bigint'],                       false, true),
     ('begin_tool',    ARRAY['bigint', 'bigint', 'text', 'text', 'text', 'jsonb'], false, true),
     ('end_tool',      ARRAY['bigint', 'bigint', 'text', 'jsonb'],      false, true),
+    ('record_usage',  ARRAY['bigint', 'bigint', 'jsonb'],              false, true),
     ('tool_calls',    ARRAY['bigint'],                                 false, true),
     ('sweep',         ARRAY['integer'],                                false, true),
     ('redrive',       ARRAY['bigint', 'text'],                         false, false),
@@ -35,10 +36,12 @@ INSERT INTO grants VALUES
     ('purge',         ARRAY['interval', 'integer', 'boolean'],         false, false),
     ('set_limit',     ARRAY['text', 'text', 'integer'],                false, false),
     ('pause',         ARRAY['text', 'text', 'text'],                   false, false),
-    ('resume',        ARRAY['text', 'text'],                           false, false);
+    ('resume',        ARRAY['text', 'text'],                           false, false),
+    ('set_budget',    ARRAY['bigint', 'jsonb'],                        false, false),
+    ('usage_report',  ARRAY['timestamp with time zone', 'timestamp with time zone'], false, false);
 
 -- ---------------------------------------------------------------------------
--- Functions: the catalog (26 x 4 = 104 tests)
+-- Functions: the catalog (29 x 4 = 116 tests)
 -- ---------------------------------------------------------------------------
 SELECT function_privs_are('runq', fn, argtypes, 'public', ARRAY[]::text[],
                           format('PUBLIC cannot execute runq.%s', fn))
@@ -137,6 +140,9 @@ SELECT throws_ok('SELECT * FROM runq.complete_many(ARRAY[1], ARRAY[1])', '42501'
 SELECT throws_ok('SELECT * FROM runq.sweep()', '42501', NULL, 'runq_client cannot sweep');
 SELECT throws_ok('SELECT runq.redrive(1)', '42501', NULL, 'runq_client cannot redrive');
 SELECT throws_ok('SELECT * FROM runq.queue_stats', '42501', NULL, 'runq_client cannot read queue_stats');
+SELECT throws_ok($$SELECT runq.record_usage(1, 1, '{"tokens": 1}')$$, '42501', NULL, 'runq_client cannot record_usage');
+SELECT throws_ok($$SELECT runq.set_budget(1, '{"tokens": 1}')$$, '42501', NULL, 'runq_client cannot set_budget');
+SELECT throws_ok($$SELECT * FROM runq.usage_report(now())$$, '42501', NULL, 'runq_client cannot read the usage report');
 RESET ROLE;
 
 -- ---------------------------------------------------------------------------
@@ -149,10 +155,13 @@ SELECT throws_ok('SELECT runq.redrive(1)', '42501', NULL, 'runq_worker cannot re
 SELECT throws_ok('SELECT runq.cancel(1)', '42501', NULL, 'runq_worker cannot cancel');
 SELECT throws_ok($$SELECT runq.deliver_input(1, '{}')$$, '42501', NULL, 'runq_worker cannot deliver input');
 SELECT throws_ok('SELECT * FROM runq.orphan_report()', '42501', NULL, 'runq_worker cannot read the orphan report');
+SELECT throws_ok($$SELECT runq.set_budget(1, '{"tokens": 1}')$$, '42501', NULL, 'runq_worker cannot set_budget');
+SELECT throws_ok($$SELECT * FROM runq.usage_report(now())$$, '42501', NULL, 'runq_worker cannot read the usage report');
 CREATE TEMP TABLE worker_claim AS SELECT * FROM runq.claim(ARRAY[1700], worker_id => 'w-priv');
 GRANT SELECT ON worker_claim TO PUBLIC;
 SELECT is((SELECT count(*)::int FROM worker_claim), 1, 'runq_worker can claim the client''s run');
 SELECT is(runq.heartbeat((SELECT run_id FROM worker_claim), 1), true, 'runq_worker can heartbeat');
+SELECT is(runq.record_usage((SELECT run_id FROM worker_claim), 1, '{"tokens": 1}'), true, 'runq_worker can record_usage');
 SELECT is(ARRAY(SELECT alive FROM runq.heartbeat_many(ARRAY(SELECT run_id FROM worker_claim), ARRAY[1::bigint])),
           ARRAY[true], 'runq_worker can heartbeat_many');
 SELECT is(runq.complete((SELECT run_id FROM worker_claim), 1, '{"ok": true}'), true, 'runq_worker can complete');
@@ -174,6 +183,11 @@ SELECT lives_ok($$SELECT * FROM runq.heartbeat_many('{}', '{}')$$, 'runq_admin c
 SELECT lives_ok($$SELECT * FROM runq.complete_many('{}', '{}')$$, 'runq_admin can complete_many');
 SELECT lives_ok('SELECT * FROM runq.queue_stats', 'runq_admin can read queue_stats');
 SELECT lives_ok('SELECT * FROM runq.orphan_report()', 'runq_admin can read the orphan report');
+SELECT lives_ok($$SELECT * FROM runq.usage_report(now() - interval '1 day')$$, 'runq_admin can read the usage report');
+SELECT is(runq.set_budget((SELECT run_id FROM worker_claim), '{"tokens": 1}'), false,
+          'runq_admin can set_budget (false: the run succeeded)');
+SELECT is(runq.record_usage((SELECT run_id FROM worker_claim), 1, '{"tokens": 1}'), false,
+          'runq_admin can record_usage (false: the run succeeded)');
 RESET ROLE;
 
 -- ---------------------------------------------------------------------------
@@ -223,6 +237,10 @@ SELECT throws_ok('SELECT * FROM runq.heartbeat_many(ARRAY[1], ARRAY[1])', '42501
 SELECT throws_ok('SELECT * FROM runq.complete_many(ARRAY[1], ARRAY[1])', '42501', NULL,
                  'a role without a runq grant cannot complete_many');
 SELECT throws_ok('SELECT * FROM runq.runs', '42501', NULL, 'a role without a runq grant cannot read runq.runs');
+SELECT throws_ok($$SELECT runq.record_usage(1, 1, '{"tokens": 1}')$$, '42501', NULL,
+                 'a role without a runq grant cannot record_usage');
+SELECT throws_ok($$SELECT * FROM runq.usage_report(now())$$, '42501', NULL,
+                 'a role without a runq grant cannot read the usage report');
 RESET ROLE;
 
 SELECT * FROM finish();

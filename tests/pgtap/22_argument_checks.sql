@@ -1,6 +1,7 @@
--- The shared argument checks (deploy/argument_checks.sql): each check is true
--- for a good value and raises 22023 "<argument> must be <rule>, got <value>"
--- at its edges; each is inlined by the planner into the calling expression, a
+-- The shared argument checks (deploy/argument_checks.sql and
+-- deploy/argument_check_usage.sql): each check is true for a good value and
+-- raises 22023 "<argument> must be <rule>, got <value>" at its edges; each is
+-- inlined by the planner into the calling expression, a
 -- CASE and no call; a second bad call in one transaction, after a first was
 -- caught (when PL/pgSQL has left its cached simple-expression path for a
 -- freshly planned query, whose custom plan folds the arguments into
@@ -9,7 +10,7 @@
 -- RQ003 through every function that looks a run up; and no runq role may call
 -- the checks. Classes 2100..2199.
 BEGIN;
-SELECT plan(129);
+SELECT plan(145);
 
 -- The EXPLAIN (VERBOSE) text of a query, as one string.
 CREATE FUNCTION pg_temp.plan(p_query text) RETURNS text LANGUAGE plpgsql AS $$
@@ -144,6 +145,30 @@ SELECT throws_ok($$SELECT runq._check_names('kinds', '{{a},{b}}')$$, '22023',
                  'names: two-dimensional raises');
 
 -- ---------------------------------------------------------------------------
+-- _check_usage: a non-empty object of non-negative numbers; NULL only when
+-- optional (usage, and a budget of it)
+-- ---------------------------------------------------------------------------
+SELECT is(runq._check_usage('x', '{"tokens": 0}'), true, 'usage: a zero is good');
+SELECT is(runq._check_usage('x', '{"tokens": 1200, "cost_usd": 0.0123, "big": 123456789012345678901234567890.5}'),
+          true, 'usage: several keys, fractions and 30 digits are good');
+SELECT is(runq._check_usage('x', NULL, optional => true), true, 'usage: NULL is good when optional');
+SELECT throws_ok(format('SELECT runq._check_usage(%L, %L)', 'usage', v.u), '22023',
+                 'usage must be a non-empty object of non-negative numbers, got ' || coalesce(v.u, 'NULL'),
+                 format('usage: %s raises, naming it', v.what))
+  FROM (VALUES (1, '{}', 'an empty object'), (2, '{"tokens": -1}', 'a negative value'),
+               (3, '{"tokens": "1"}', 'a string value'), (4, '{"tokens": null}', 'a null value'),
+               (5, '{"tokens": [1]}', 'an array of a number'), (6, '{"tokens": []}', 'an empty array'),
+               (7, '[1]', 'an array'), (8, 'null', 'a jsonb null'), (9, NULL, 'NULL when not optional'))
+       AS v (n, u, what)
+ ORDER BY v.n;
+SELECT throws_ok($$SELECT runq._check_usage('budget', '{}', optional => true)$$, '22023',
+                 'budget must be NULL or a non-empty object of non-negative numbers, got {}',
+                 'usage: an empty object raises when optional, naming the rule with NULL');
+SELECT throws_ok(format('SELECT runq._check_usage(%L, %L)', 'usage', '{"k": -' || repeat('1', 300) || '}'), '22023',
+                 'usage must be a non-empty object of non-negative numbers, got ' || left('{"k": -' || repeat('1', 300), 200),
+                 'usage: a long value is named by its first 200 characters');
+
+-- ---------------------------------------------------------------------------
 -- Every check is inlined: the plan holds its CASE, not a call of it
 -- ---------------------------------------------------------------------------
 SELECT pg_temp.plan($$SELECT runq._check_identifier('x', g::text) FROM generate_series(1, 3) AS g$$) AS p_identifier \gset
@@ -158,6 +183,8 @@ SELECT pg_temp.plan($$SELECT runq._check_choice('x', g::text, '1, 2') FROM gener
     AS p_choice \gset
 SELECT pg_temp.plan($$SELECT runq._check_classes('x', ARRAY[g]) FROM generate_series(1, 3) AS g$$) AS p_classes \gset
 SELECT pg_temp.plan($$SELECT runq._check_names('x', ARRAY[g::text]) FROM generate_series(1, 3) AS g$$) AS p_names \gset
+SELECT pg_temp.plan($$SELECT runq._check_usage('x', jsonb_build_object('n', g), g > 1) FROM generate_series(1, 3) AS g$$)
+    AS p_usage \gset
 
 SELECT matches(:'p_identifier'::text, 'Output: CASE WHEN .*length', '_check_identifier is inlined: a CASE over length()');
 SELECT doesnt_match(:'p_identifier'::text, '_check_identifier', '_check_identifier is not called');
@@ -175,6 +202,8 @@ SELECT matches(:'p_classes'::text, 'Output: CASE WHEN .*>= ALL', '_check_classes
 SELECT doesnt_match(:'p_classes'::text, '_check_classes', '_check_classes is not called');
 SELECT matches(:'p_names'::text, 'Output: CASE WHEN .*array_position', '_check_names is inlined: a CASE over array_position()');
 SELECT doesnt_match(:'p_names'::text, '_check_names', '_check_names is not called');
+SELECT matches(:'p_usage'::text, 'Output: CASE WHEN .*jsonb_path_exists', '_check_usage is inlined: a CASE over jsonb_path_exists()');
+SELECT doesnt_match(:'p_usage'::text, '_check_usage|_is_usage', '_check_usage and _is_usage are not called');
 
 -- ---------------------------------------------------------------------------
 -- A second bad call after a caught one still raises, and good calls work
@@ -333,7 +362,8 @@ SELECT f::regprocedure AS f
                     'runq._check_count(text, integer)', 'runq._check_duration(text, interval)',
                     'runq._check_object(text, jsonb)', 'runq._check_choice(text, text, text)',
                     'runq._check_classes(text, integer[])', 'runq._first_bad_class(integer[])',
-                    'runq._check_names(text, text[])', 'runq._run_not_found(bigint)']) AS f;
+                    'runq._check_names(text, text[])', 'runq._run_not_found(bigint)',
+                    'runq._is_usage(jsonb)', 'runq._check_usage(text, jsonb, boolean)']) AS f;
 
 SELECT is((SELECT array_agg(f::text ORDER BY f::text) FROM internal WHERE has_function_privilege('runq_client', f, 'EXECUTE')),
           NULL, 'runq_client may call none of the checks');
@@ -343,7 +373,8 @@ SELECT is((SELECT array_agg(f::text ORDER BY f::text) FROM internal WHERE has_fu
           NULL, 'runq_admin may call none of the checks');
 SELECT is((SELECT array_agg(f::text ORDER BY f::text) FROM internal WHERE has_function_privilege('public', f, 'EXECUTE')),
           NULL, 'PUBLIC may call none of the checks');
-SELECT is((SELECT count(*)::int FROM internal), 10, 'the ten internal functions of argument_checks were checked');
+SELECT is((SELECT count(*)::int FROM internal), 12,
+          'the twelve internal functions of argument_checks and argument_check_usage were checked');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -11,7 +11,8 @@
 --    functions use (sha256, jsonb_typeof, clock_timestamp, format, nextval,
 --    cardinality, jsonb_build_object, pg_notify, runq's own helper names, the
 --    = operator for text and for bigint, <, >, <= and >= for bigint (the
---    epoch rule's comparisons), <= for timestamptz, tables named
+--    epoch rule's comparisons), <= for timestamptz (the deadline's), + for
+--    numeric (the usage sums), tables named
 --    like runq's) and temp tables named like runq's, then runs a whole
 --    lifecycle with search_path = public, runq, pg_catalog. First it is shown
 --    that the shadows do bite that session's own SQL; then that every runq
@@ -26,7 +27,7 @@
 -- clause, so the statement it runs is parsed under the hostile path.
 -- Classes 4000..4099.
 BEGIN;
-SELECT plan(115);
+SELECT plan(123);
 
 -- ---------------------------------------------------------------------------
 -- 1. Privileges on every relation of the schema (catalog-driven)
@@ -112,6 +113,11 @@ CREATE FUNCTION public._backoff(integer) RETURNS interval LANGUAGE sql
     AS $$ SELECT interval '1000 years' $$;
 CREATE FUNCTION public._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval)
     RETURNS bytea LANGUAGE sql AS $$ SELECT '\x00'::bytea $$;
+CREATE FUNCTION public._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval, jsonb, interval)
+    RETURNS bytea LANGUAGE sql AS $$ SELECT '\x00'::bytea $$;
+CREATE FUNCTION public._is_usage(jsonb) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+CREATE FUNCTION public.evil_numeric_add(numeric, numeric) RETURNS numeric LANGUAGE sql AS $$ SELECT 0::numeric $$;
+CREATE OPERATOR public.+ (LEFTARG = numeric, RIGHTARG = numeric, FUNCTION = public.evil_numeric_add);
 CREATE FUNCTION public.evil_text_eq(text, text) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
 CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.evil_text_eq);
 CREATE FUNCTION public.evil_bigint_eq(bigint, bigint) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
@@ -160,7 +166,7 @@ SELECT 'a'::text = 'b'::text AS c_text_eq, 1::bigint = 2::bigint AS c_bigint_eq,
        sha256('x') AS c_sha, clock_timestamp() AS c_clock, jsonb_typeof('[1]') AS c_typeof,
        (SELECT count(*) FROM runs) AS c_runs_rows, (SELECT payload FROM runs) AS c_runs_payload,
        now() <= now() AS c_ts_le, cardinality(ARRAY[1, 2]) AS c_card,
-       format('%s', 'x'::text) AS c_format \gset
+       format('%s', 'x'::text) AS c_format, 0.1::numeric + 0.2::numeric AS c_numeric_add \gset
 
 -- The lifecycle, with runq's functions called as clients call them.
 SELECT run_id AS r1, outcome AS o1
@@ -185,6 +191,9 @@ SELECT run_id AS c1_run, epoch AS c1_epoch, attempt AS c1_attempt, payload AS c1
 SELECT runq.heartbeat(:r1, 1) AS hb1, runq.heartbeat(:r1, 0) AS hb_stale, runq.heartbeat(:r1, 99) AS hb_forged,
        runq.checkpoint(:r1, 1, '{"step": 1}') AS cp1, runq.begin_turn(:r1, 1) AS turn1,
        runq.begin_tool(:r1, 1, 'call-1', 'search', 'read_only', '{"q": "x"}') AS tool1 \gset
+SELECT runq.record_usage(:r1, 1, '{"cost_usd": 0.1}') AS usage1 \gset
+SELECT runq.record_usage(:r1, 1, '{"cost_usd": 0.2}') AS usage2 \gset
+SELECT pg_temp.outcome('SELECT runq.record_usage(' || :r1 || ', 1, ''{"cost_usd": -1}'')') AS e_usage \gset
 SELECT runq.end_tool(:r1, 1, 'call-1', '{"hits": 3}') AS tool1_end,
        runq.ask_user(:r1, 1, '{"question": "which?"}') AS asked \gset
 SELECT outcome AS o_input FROM runq.submit(tenant_id => 'sec', kind => 'k', payload => '{"answer": "this"}',
@@ -195,8 +204,9 @@ SELECT run_id AS c2_run, epoch AS c2_epoch, attempt AS c2_attempt, checkpoint AS
   FROM runq.claim(ARRAY[4000], worker_id => 'sec-w', kinds => ARRAY['k']) \gset
 SELECT runq.complete(:r1, 2, '{"done": true}') AS completed, runq.complete(:r1, 2) AS completed_again \gset
 SELECT status AS g_status, attempts AS g_attempts, lease_epoch AS g_epoch, result AS g_result,
-       created_at AS g_created, finished_at AS g_finished
+       created_at AS g_created, finished_at AS g_finished, usage AS g_usage
   FROM runq.get_run(:r1) \gset
+SELECT runs AS rep_runs, usage AS rep_usage FROM runq.usage_report(now() - interval '1 hour') \gset
 SELECT string_agg(type, ',' ORDER BY event_id) AS ev_types,
        (array_agg(payload ORDER BY event_id))[2] AS ev_claimed
   FROM runq.run_events(:r1) \gset
@@ -209,12 +219,21 @@ SELECT pg_sleep(0.01) AS slept \gset
 SELECT string_agg(run_id || ':' || action, ',') AS swept FROM runq.sweep() \gset
 SELECT status AS r2_status, attempts AS r2_attempts, scheduled_for AS r2_scheduled
   FROM runq.get_run(:r2) \gset
+-- A deadline passes (the hostile <= for timestamptz would never see it pass).
+SELECT run_id AS r5 FROM runq.submit(tenant_id => 'sec', kind => 'k', priority => 4004,
+                                     timeout => interval '1 millisecond') \gset
+SELECT epoch AS r5_epoch FROM runq.claim(ARRAY[4004], lease => interval '1 hour') \gset
+SELECT pg_sleep(0.01) AS slept \gset
+SELECT runq.heartbeat(:r5, 1) AS r5_alive \gset
+SELECT status AS r5_status, failure ->> 'code' AS r5_code FROM runq.get_run(:r5) \gset
 SELECT run_id AS r3 FROM runq.submit(tenant_id => 'sec', kind => 'k', priority => 4002) \gset
 SELECT runq.cancel(:r3, 'not needed') AS r3_cancel \gset
 SELECT run_id AS r4 FROM runq.submit(tenant_id => 'sec', kind => 'k', priority => 4003) \gset
 SELECT epoch AS r4_epoch FROM runq.claim(ARRAY[4003]) \gset
 SELECT runq.fail(:r4, 1, '{"code": "boom"}') AS r4_failed \gset
 SELECT failure AS r4_failure FROM runq.get_run(:r4) \gset
+SELECT runq.set_budget(:r4, '{"tokens": 10}') AS r4_budget_set \gset
+SELECT budget AS r4_budget FROM runq.get_run(:r4) \gset
 SELECT runq.redrive(:r4, 'retry') AS r4_redriven \gset
 SELECT status AS r4_status FROM runq.get_run(:r4) \gset
 SELECT count(*) AS dl FROM runq.dead_letter() \gset
@@ -235,6 +254,7 @@ SELECT is(:'c_runs_payload'::jsonb, '{"temp": true}'::jsonb, 'control: ... holdi
 SELECT ok(NOT :'c_ts_le', 'control: the hostile <= for timestamptz answers false');
 SELECT is(:'c_card' || '/' || :'c_card_text', '0/0', 'control: the hostile cardinality answers, for integer[] and text[]');
 SELECT is(:'c_format'::text, 'pwned', 'control: the hostile format answers');
+SELECT is(:'c_numeric_add'::numeric, 0::numeric, 'control: the hostile + for numeric answers 0');
 
 -- ...and runq behaved exactly as specified.
 SELECT is(:'o1'::text, 'created', 'submit creates the run');
@@ -269,12 +289,18 @@ SELECT ok(:'g_created'::timestamptz > clock_timestamp() - interval '1 hour'
           AND :'g_finished'::timestamptz > :'g_created'::timestamptz,
           'times come from pg_catalog.clock_timestamp, not the year 2000');
 SELECT is(:'ev_types'::text, 'run.created,run.claimed,run.fenced,run.checkpointed,run.turn_started,'
-                             'run.tool_started,run.tool_finished,run.waiting_for_user,run.input_delivered,'
+                             'run.tool_started,run.usage,run.usage,run.tool_finished,run.waiting_for_user,'
+                             'run.input_delivered,'
                              'run.claimed,run.succeeded,run.fenced',
           'the events, in order, with a run.fenced for the stale heartbeat (none for the epoch never had) and one for the second complete');
 SELECT is(:'ev_claimed'::jsonb, '{"worker_id": "sec-w", "attempt": 1}'::jsonb,
           'run.claimed carries worker and attempt (pg_catalog.jsonb_build_object)');
 SELECT is(:'tc'::text, 'call-1:finished', 'the tool call finished');
+SELECT ok(:'usage1' AND :'usage2', 'record_usage applies');
+SELECT is(:'g_usage'::jsonb, '{"cost_usd": 0.3}'::jsonb, 'the usage totals are exact sums (numeric + is pg_catalog''s)');
+SELECT matches(:'e_usage'::text, '^22023 usage must be a non-empty object of non-negative numbers',
+               'negative usage is 22023 (runq._is_usage, not public''s)');
+SELECT is(:'rep_runs' || ' ' || :'rep_usage', '1 {"cost_usd": 0.3}', 'usage_report sums the ledger exactly');
 
 SELECT is(:'swept'::text, :'r2' || ':requeued', 'the sweep requeues the expired lease');
 SELECT ok(:'r2_status' = 'queued' AND :'r2_scheduled'::timestamptz < clock_timestamp() + interval '1 minute',
@@ -284,6 +310,9 @@ SELECT ok(:'r4_failed', 'fail applies');
 SELECT is(:'r4_failure'::jsonb - 'at', '{"code": "boom", "message": "boom", "attempt": 1, "epoch": 1}'::jsonb,
           'the failure gets its message from its code');
 SELECT ok(:'r4_redriven' AND :'r4_status' = 'queued', 'redrive requeues the failed run');
+SELECT is(:'r4_budget_set' || ' ' || :'r4_budget', 't {"tokens": 10}', 'set_budget sets the failed run''s budget');
+SELECT is(:'r5_epoch' || '/' || :'r5_alive', '1/f', 'the heartbeat past a 1 ms timeout returns false');
+SELECT is(:'r5_status' || ' ' || :'r5_code', 'failed deadline_exceeded', 'and fails the run deadline_exceeded');
 SELECT ok(:'dl'::int >= 0 AND :'orphans'::int >= 0, 'dead_letter and orphan_report answer');
 SELECT is(:'qs_ready'::int, 1, 'queue_stats counts the redriven run as ready');
 
@@ -292,7 +321,7 @@ SELECT is((SELECT count(*)::int FROM public.runs), 1, 'public.runs is untouched'
 SELECT is((SELECT count(*)::int FROM pg_temp.runs), 1, 'the temp runs is untouched');
 SELECT is((SELECT count(*)::int FROM pg_temp.run_events) + (SELECT count(*)::int FROM pg_temp.idempotency_keys), 0,
           'the temp run_events and idempotency_keys are untouched');
-SELECT is((SELECT count(*)::int FROM runq.runs AS r WHERE r.tenant_id = 'sec'), 4, 'runq.runs holds the four runs');
+SELECT is((SELECT count(*)::int FROM runq.runs AS r WHERE r.tenant_id = 'sec'), 5, 'runq.runs holds the five runs');
 
 SELECT * FROM finish();
 ROLLBACK;
