@@ -10,8 +10,12 @@ to the minimal queue (two columns, FOR UPDATE SKIP LOCKED, nothing else);
 cycles are also set beside the floor (the minimal queue behind SECURITY
 DEFINER functions with a fencing epoch and one event per transition: what
 the contract and its security rules cost before any design of runq's own);
-batched worker calls are set beside one call per run instead, and cycles and
-claims under concurrency limits beside the same without them. Medians of
+batched worker calls are set beside one call per run instead, cycles and
+claims under concurrency limits beside the same without them, and the cost
+ledger's and the deadlines' figures beside the same work without them
+(record_usage beside checkpoint; cycles of runs with a budget and a timeout
+beside runs without; a sweep over queued runs with deadlines beside one over
+runs without). Medians of
 interleaved repetitions. Uses RUNQ_DATABASE_URL, or starts the throwaway
 cluster with scripts/pg.
 """
@@ -37,7 +41,10 @@ ROOT = HERE.parent
 PGBIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DB = "runq_bench"
 PARTS = ("cycle", "latency", "kinds", "heartbeat", "soak", "xmin", "submit", "batch",
-         "limits")
+         "limits", "cost")
+# What part cost gives the runs that have them: limits a cycle never reaches.
+BUDGET = '{"cost_usd": 2.00, "input_tokens": 1000000}'
+TIMEOUT = "1 hour"
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class Sizes:
     soak_cycles: int
     hold_seconds: int     # how long the held snapshot lasts
     completes: int        # runs completed per measurement of completes
+    sweep_runs: int = 100_000  # queued runs behind each sweep of part cost
     clients: tuple[int, ...] = (1, 4, 16)
     batch_clients: tuple[int, ...] = (1, 4)
 
@@ -107,15 +115,23 @@ class Bench:
                   " bench_floor, bench_floor_events")
 
     def load_runq(self, n: int, priority: int, *, scheduled: bool = False,
-                  kind: str = "bench.cycle", tenant: str = "'bench'") -> None:
+                  kind: str = "bench.cycle", tenant: str = "'bench'",
+                  budget: str | None = None, timeout: str | None = None) -> None:
         # Straight into the table, as a bulk load would: submit's own cost is
-        # measured on its own below. tenant: an expression of g, 1..n.
+        # measured on its own below. tenant: an expression of g, 1..n. budget
+        # (jsonb text) and timeout (interval text) as submit stores them: the
+        # deadline is created_at + timeout, one instant read once per run.
         when = "now() + interval '1 day'" if scheduled else "NULL"
+        budget_sql = f"'{budget}'::jsonb" if budget else "NULL"
+        timeout_sql = f"interval '{timeout}'" if timeout else "NULL"
         self.psql(
             "INSERT INTO runq.runs"
-            " (created_at, updated_at, scheduled_for, priority, tenant_id, kind)"
-            f" SELECT clock_timestamp(), now(), {when}, {priority}, {tenant}, '{kind}'"
-            f" FROM generate_series(1, {n}) AS g")
+            " (created_at, updated_at, scheduled_for, priority, tenant_id, kind, budget,"
+            " timeout, deadline)"
+            f" SELECT t, now(), {when}, {priority}, {tenant}, '{kind}', {budget_sql},"
+            f" {timeout_sql}, t + {timeout_sql}"
+            f" FROM (SELECT g, clock_timestamp() AS t FROM generate_series(1, {n}) AS g"
+            " OFFSET 0) AS s")
 
     def load_minq(self, n: int, table: str = "bench_minq") -> None:
         self.psql(f"INSERT INTO {table} (state) SELECT 0 FROM generate_series(1, {n})")
@@ -393,6 +409,83 @@ class Bench:
         return tps * batch
 
 
+    # -- the cost ledger and deadlines ---------------------------------------
+
+    def ledger_write(self, call: str, clients: int, sync: str) -> float:
+        """Calls per second of runq.<call> (record_usage or checkpoint), one
+        per transaction, each on a random run of the client's own share of
+        10,000 running runs (claimed once, epoch 1), as a worker writes only
+        to its own runs. Both scripts send the same document. Checked after:
+        every call applied (no run.fenced, nothing but the call's event), and
+        for record_usage the totals count exactly the calls logged."""
+        s = self.sizes
+        self.reset()
+        runs = 10_000
+        self.load_runq(runs, 10)
+        self.psql(f"SELECT count(*) FROM runq.claim(ARRAY[10], 'bench', interval '1 hour', {runs})")
+        self.psql("VACUUM ANALYZE runq.runs, runq.run_events, runq.checkpoints")
+        self.psql("CHECKPOINT")  # the setup's dirty pages written now, not while measured
+        script = f"{call}_one.pgbench"
+        tps, _ = self.pgbench(script, clients, seconds=s.seconds,
+                              defines={"runs": str(runs), "clients": str(clients)},
+                              settings={"synchronous_commit": sync})
+        event = "run.usage" if call == "record_usage" else "run.checkpointed"
+        row = self.psql(
+            "SELECT (SELECT count(*) FROM runq.runs WHERE status = 'running'),"
+            f" (SELECT count(*) FROM runq.run_events WHERE type = '{event}'),"
+            f" (SELECT count(*) FROM runq.run_events WHERE type NOT IN ('run.claimed', '{event}')),"
+            " (SELECT coalesce(sum((usage ->> 'calls')::bigint), 0) FROM runq.runs)")
+        running, logged, others, counted = (int(x) for x in row.split("|"))
+        if running != runs or others or logged < tps * s.seconds / 2 \
+                or (call == "record_usage" and counted != logged):
+            sys.exit(f"{script}: {running} of {runs} runs running, {logged} {event},"
+                     f" {others} other events, usage counts {counted} calls")
+        return tps
+
+    def limited_cycle_rate(self, limited: bool, clients: int, sync: str,
+                           script: str = "cycle_runq.pgbench") -> float:
+        """Cycles of runs each submitted with a budget and a timeout (limited)
+        or with neither, loaded as load_runq loads them. Neither limit is ever
+        reached: every run succeeds, no begin_turn gate or deadline stops one."""
+        s = self.sizes
+        self.reset()
+        if limited:
+            self.load_runq(40_000 * s.seconds, 10, budget=BUDGET, timeout=TIMEOUT)
+        else:
+            self.load_runq(40_000 * s.seconds, 10)
+        self.psql("VACUUM ANALYZE runq.runs")
+        self.psql("CHECKPOINT")
+        tps, _ = self.pgbench(script, clients, seconds=s.seconds,
+                              settings={"synchronous_commit": sync})
+        row = self.psql("SELECT count(*) FILTER (WHERE status = 'succeeded'),"
+                        " count(*) FILTER (WHERE status NOT IN ('succeeded', 'queued'))"
+                        " FROM runq.runs")
+        done, others = (int(x) for x in row.split("|"))
+        if others or done < tps * s.seconds / 2:
+            sys.exit(f"{script} ({'limited' if limited else 'plain'}): {done} runs succeeded,"
+                     f" {others} neither succeeded nor queued")
+        return tps
+
+    def sweep_rate(self, deadlines: bool) -> float:
+        """Sweeps per second (1 client) over s.sweep_runs queued runs, each
+        with a deadline a day away (none due) or none, and nothing else: each
+        sweep finds nothing to do. Checked after: no run moved, no event."""
+        s = self.sizes
+        self.reset()
+        self.load_runq(s.sweep_runs, 10, timeout="1 day" if deadlines else None)
+        self.psql("VACUUM ANALYZE runq.runs")
+        self.psql("CHECKPOINT")
+        tps, _ = self.pgbench("sweep.pgbench", 1, seconds=s.seconds)
+        row = self.psql("SELECT (SELECT count(*) FROM runq.runs WHERE status = 'queued'),"
+                        " (SELECT count(*) FROM runq.runs WHERE deadline IS NOT NULL),"
+                        " (SELECT count(*) FROM runq.run_events)")
+        queued, with_deadline, events = (int(x) for x in row.split("|"))
+        if (queued, with_deadline, events) != (s.sweep_runs, s.sweep_runs * deadlines, 0):
+            sys.exit(f"sweep.pgbench: {queued} of {s.sweep_runs} runs queued, {with_deadline}"
+                     f" with a deadline, {events} events")
+        return tps
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
@@ -406,11 +499,14 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(PARTS))
     ap.add_argument("--backlog", type=int, help="queued runs behind the latency claims")
     ap.add_argument("--hold-seconds", type=int, help="how long a held snapshot lasts")
+    ap.add_argument("--seconds", type=int, help="per throughput measurement")
+    ap.add_argument("--reps", type=int, help="interleaved repetitions")
+    ap.add_argument("--sweep-runs", type=int, help="queued runs behind each sweep (part cost)")
     opts = ap.parse_args()
     sizes = FULL if opts.full else QUICK
-    sizes = dataclasses.replace(sizes, **{k: v for k, v in (("backlog", opts.backlog),
-                                                            ("hold_seconds", opts.hold_seconds))
-                                          if v is not None})
+    overrides = (("backlog", opts.backlog), ("hold_seconds", opts.hold_seconds),
+                 ("seconds", opts.seconds), ("reps", opts.reps), ("sweep_runs", opts.sweep_runs))
+    sizes = dataclasses.replace(sizes, **{k: v for k, v in overrides if v is not None})
     only = set(opts.only.split(",")) if opts.only else set(PARTS)
 
     bench = Bench(server_url(), sizes)
@@ -421,7 +517,10 @@ def main() -> None:
              + f", `bench/run.py{' --full' if opts.full else ''}"
              + (f" --only {opts.only}" if opts.only else "")
              + (f" --backlog {opts.backlog}" if opts.backlog else "")
-             + (f" --hold-seconds {opts.hold_seconds}" if opts.hold_seconds else "") + "`", ""]
+             + (f" --hold-seconds {opts.hold_seconds}" if opts.hold_seconds else "")
+             + (f" --seconds {opts.seconds}" if opts.seconds else "")
+             + (f" --reps {opts.reps}" if opts.reps else "")
+             + (f" --sweep-runs {opts.sweep_runs}" if opts.sweep_runs else "") + "`", ""]
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -577,9 +676,86 @@ def main() -> None:
         latency("Interactive claim of tenant b, under a snapshot held through the claims",
                 lambda backlog: bench.limit_claim_latency(backlog, held=True), labels)
 
+    if "cost" in only:
+        cost(bench, sizes, say)
+
     if opts.out:
         opts.out.parent.mkdir(parents=True, exist_ok=True)
         opts.out.write_text("\n".join(lines) + "\n")
+
+
+def cost(bench: Bench, sizes: Sizes, say: Callable[[str], None]) -> None:
+    """Part cost: what the cost ledger and deadlines cost, each beside the
+    same work without them, measured interleaved in this one run; in each
+    repetition the pairs alternate which goes first (the second of a pair
+    runs into the WAL the first left)."""
+    syncs = ("on", "off")
+    writes = [(clients, sync) for clients in sizes.batch_clients for sync in syncs]
+    cycles = [(script, clients, sync) for clients in sizes.clients
+              for script, sync in (("cycle_runq.pgbench", "on"), ("cycle_runq.pgbench", "off"),
+                                   ("cycle_turn_runq.pgbench", "off"))]
+    write_rates: dict[tuple[int, str, str], list[float]] = {}
+    cycle_rates: dict[tuple[str, int, str, bool], list[float]] = {}
+    sweep_rates: dict[bool, list[float]] = {}
+    for rep in range(sizes.reps):
+        first_second: tuple[bool, bool] = (False, True) if rep % 2 == 0 else (True, False)
+        for clients, sync in writes:
+            for call in (("checkpoint", "record_usage") if rep % 2 == 0
+                         else ("record_usage", "checkpoint")):
+                write_rates.setdefault((clients, sync, call), []).append(
+                    bench.ledger_write(call, clients, sync))
+        for script, clients, sync in cycles:
+            for limited in first_second:
+                cycle_rates.setdefault((script, clients, sync, limited), []).append(
+                    bench.limited_cycle_rate(limited, clients, sync, script))
+        for deadlines in first_second:
+            sweep_rates.setdefault(deadlines, []).append(bench.sweep_rate(deadlines))
+
+    fsync = bench.psql("SHOW fsync")
+    say(f"## Cost ledger and deadlines (median of {sizes.reps}, {sizes.seconds} s each;"
+        f" server fsync={fsync})")
+    say("")
+    if fsync == "off":
+        say("fsync is off on this server: a commit's WAL flush waits for no disk, so"
+            " synchronous_commit on costs a call far less here than on a durable server"
+            " (RUNQ_DATABASE_URL).")
+        say("")
+    say("record_usage beside checkpoint, one call per transaction, each on a random run of the"
+        " client's own share of 10,000 running runs, the same document in both:")
+    say("")
+    say("| clients | synchronous_commit | checkpoint (calls/s) | record_usage | record_usage /"
+        " checkpoint |")
+    say("|---:|---|---:|---:|---:|")
+    for clients, sync in writes:
+        ck, ru = (statistics.median(write_rates[(clients, sync, call)])
+                  for call in ("checkpoint", "record_usage"))
+        say(f"| {clients} | {sync} | {ck:,.0f} ({clients * 1e6 / ck:.0f} µs) |"
+            f" {ru:,.0f} ({clients * 1e6 / ru:.0f} µs) | **{ru / ck:.2f}** |")
+    say("")
+    say(f"Cycles of runs each submitted with budget {BUDGET} and timeout {TIMEOUT} (never"
+        " reached) beside runs with neither; a cycle is claim + complete, a turn cycle claim +"
+        " begin_turn (the budget gate) + complete, each its own transaction:")
+    say("")
+    say("| cycle | clients | synchronous_commit | without (cycles/s) | with budget and timeout"
+        " | with / without |")
+    say("|---|---:|---|---:|---:|---:|")
+    for script, clients, sync in cycles:
+        plain, with_limits = (statistics.median(cycle_rates[(script, clients, sync, lim)])
+                              for lim in (False, True))
+        name = "claim + begin_turn + complete" if "turn" in script else "claim + complete"
+        say(f"| {name} | {clients} | {sync} | {plain:,.0f} | {with_limits:,.0f}"
+            f" | **{with_limits / plain:.2f}** |")
+    say("")
+    plain, timed = (statistics.median(sweep_rates[d]) for d in (False, True))
+    say(f"runq.sweep() with nothing to do, 1 client, over {sizes.sweep_runs:,} queued runs (a"
+        " sweep that finds nothing writes nothing, so synchronous_commit does not matter):")
+    say("")
+    say("| queued runs | sweeps/s | ms per sweep |")
+    say("|---|---:|---:|")
+    say(f"| without deadlines | {plain:,.0f} | {1000 / plain:.3f} |")
+    say(f"| with deadlines a day away (none due) | {timed:,.0f} | {1000 / timed:.3f} |")
+    say(f"| time with / without | | **{plain / timed:.2f}** |")
+    say("")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ database's runq.settings.backoff_base to 200 ms, and drops it at the end.
 Then it starts three worker processes (``python -m runq.pool demo_handlers``,
 the handlers in demo/demo_handlers.py) and, step by step, submits runs, kills
 one worker with SIGKILL, freezes another with SIGSTOP, answers a question,
-resubmits with an idempotency key, exhausts a run's attempts and redrives it.
+resubmits with an idempotency key, exhausts a run's attempts and redrives it,
+and kills the worker of a run with a budget, whose resumed attempt goes on
+spending until the budget stops it.
 For each step it prints the guarantee, the runs' event timelines from
 ``runq.run_events`` (``type@epoch``, the ``run.`` prefix dropped) and checks
 the evidence: exit 0 when every check holds, 1 when one does not, 2 on a usage
@@ -34,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,7 +65,10 @@ class DemoError(Exception):
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(", ", ": "), default=str)
+    """One line of JSON; a Decimal as a string of its exact digits, or an int when whole."""
+    def exact(v: Any) -> Any:
+        return int(v) if isinstance(v, Decimal) and v == v.to_integral_value() else str(v)
+    return json.dumps(value, separators=(", ", ": "), default=exact)
 
 
 def _failure(run: Run) -> str:
@@ -393,10 +399,84 @@ class Demo:
                    f"failed at once on attempt 1 of {run.max_attempts}, never requeued: "
                    f"failure {_failure(run)}")
 
+    def ledger(self, run_id: int, epoch: int | None = None) -> dict[str, Decimal]:
+        """The run's run.usage events (of one epoch, or all) summed per key
+        in SQL, exactly: the ledger, read through runq.run_events."""
+        rows = self.conn.execute(
+            "SELECT u.key, sum(u.value::numeric) FROM runq.run_events(run_id => %s) AS e,"
+            " LATERAL jsonb_each_text(e.payload) AS u"
+            " WHERE e.type = 'run.usage' AND (e.epoch = %s OR %s::bigint IS NULL)"
+            " GROUP BY u.key", [run_id, epoch, epoch]).fetchall()
+        return {str(k): Decimal(v) for k, v in rows}
+
+    def budget(self) -> None:
+        self.step("7. A budget across a worker kill",
+                  "usage is recorded in the run's ledger as it is spent, and spans every "
+                  "attempt: a run resumed after its worker died sees on its claim what the "
+                  "dead attempt spent, and begin_turn (written before each model call) fails "
+                  "the run with budget_exhausted once a total has reached its limit.")
+        budget = {"cost_usd": Decimal("0.05")}
+        per_turn = {"cost_usd": Decimal("0.0125"), "input_tokens": 800}
+        run_id = self.submit("demo.metered", 10, {**per_turn, "hang_after": 2, "hang": 60},
+                             expect="failed", budget=budget)
+        self.say(f"run {run_id}: budget {_json(budget)}; each turn a model call costing "
+                 f"{_json(per_turn)}; the first attempt hangs after 2 turns")
+        self.wait(f"run {run_id} to record the usage of 2 turns", lambda: sum(
+            e.type == "run.checkpointed" for e in self.client.run_events(run_id)) >= 2)
+        victim, proc = self.worker(run_id)
+        spent = self.ledger(run_id, 1)
+        proc.kill()
+        proc.wait()
+        self.say(f"sent SIGKILL to {victim} (pid {proc.pid}), which holds run {run_id} at "
+                 f"epoch 1, having spent {_json(spent)}")
+        run = self.wait(f"run {run_id} to be resumed and stopped by its budget",
+                        self.status_is(run_id, "failed", "succeeded"))
+        events = self.timeline(run_id)
+        requeued = self.event(run_id, "run.requeued", 1)
+        self.check(requeued is not None and requeued.payload.get("reason") == "lease_expired"
+                   and run.lease_epoch == 2 and self.owner(run_id, 2) != victim,
+                   f"the sweep requeued it ({_json(requeued and requeued.payload)}) and "
+                   f"{self.owner(run_id, 2) if run.lease_epoch >= 2 else 'no worker'} resumed "
+                   f"it at epoch {run.lease_epoch}")
+        plan = next((c for c in self.client.tool_calls(run_id) if c.call_id == "plan-2"), None)
+        seen = {k: Decimal(str(v)) for k, v in ((plan.args if plan else {})
+                                                .get("spent_before") or {}).items()}
+        self.check(plan is not None and seen == spent == {"cost_usd": Decimal("0.0250"),
+                                                          "input_tokens": 800 * 2},
+                   f"the resumed attempt's claim showed usage {_json(seen)}: what epoch 1's "
+                   f"run.usage events sum to ({_json(spent)})")
+        failure = run.failure or {}
+        shown = {k: failure.get(k) for k in ("code", "message", "key", "limit", "total")}
+        self.check(run.status == "failed" and failure.get("code") == "budget_exhausted"
+                   and failure.get("key") == "cost_usd"
+                   and Decimal(str(failure.get("limit"))) == budget["cost_usd"]
+                   and Decimal(str(failure.get("total"))) >= budget["cost_usd"]
+                   and failure.get("epoch") == 2,
+                   f"begin_turn stopped it at epoch 2: status {run.status}, failure "
+                   f"{_json(shown)}")
+        ledger = self.ledger(run_id)
+        turns = sum(e.type == "run.turn_started" for e in events)
+        usages = sum(e.type == "run.usage" for e in events)
+        self.check(run.usage == ledger == {"cost_usd": Decimal("0.0500"), "input_tokens": 800 * 4}
+                   and turns == usages == 4,
+                   f"runq.get_run usage {_json(run.usage)} equals the sum of its {usages} "
+                   f"run.usage events {_json(ledger)}: {turns} turns, each one model call, "
+                   "none begun once the total had reached the budget")
+        def told() -> str:  # the handler's line in its worker's log, once it has written it
+            log = "".join((self.logdir / f"{name}.log").read_text(errors="replace")
+                          for name in self.workers)
+            return next((line for line in log.splitlines()
+                         if f"demo.metered run {run_id} epoch 2 stopped" in line), "")
+        until = time.monotonic() + 5
+        while not (stopped := told()) and time.monotonic() < until:
+            time.sleep(0.1)
+        self.check("budget_exhausted" in stopped,
+                   f"the handler was told why (RunStopped.reason): {stopped.strip() or 'nothing'}")
+
     def final_stats(self, before: Sequence[QueueStats]) -> None:
-        self.step("7. Final runq.queue_stats",
+        self.step("8. Final runq.queue_stats",
                   "nothing is left running or waiting; the dead letter holds the run whose "
-                  "handler raised.")
+                  "handler raised and the run its budget stopped.")
         stats = self.client.queue_stats()
         fields = ["priority", "ready", "scheduled", "running", "waiting_for_user", "failed",
                   "oldest_ready_age"]
@@ -410,7 +490,8 @@ class Demo:
         def busy(rows: Sequence[QueueStats]) -> int:
             return sum(s.ready + s.running + s.waiting_for_user for s in rows)
         failed = sum(s.failed for s in stats) - sum(s.failed for s in before)
-        self.check(busy(stats) == busy(before) and failed == 1,
+        want = sum(status == "failed" for status in self.expected.values())
+        self.check(busy(stats) == busy(before) and failed == want,
                    f"queue_stats: {busy(stats)} ready, running or waiting; "
                    f"{failed} more in the dead letter")
 
@@ -483,7 +564,7 @@ def _show(url: str, started: float) -> int:
             before = demo.client.queue_stats()
             demo.start_workers()
             for step in (demo.priorities, demo.sigkill, demo.sigstop, demo.ask_user,
-                         demo.idempotency, demo.dead_letter):
+                         demo.idempotency, demo.dead_letter, demo.budget):
                 step()
             demo.final_stats(before)
         except (DemoError, AssertionError, psycopg.Error) as error:

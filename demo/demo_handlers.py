@@ -5,12 +5,14 @@ call"), tool calls bracketed by begin_tool/end_tool, a checkpoint at a tool
 boundary, a little sleep. Every write goes through the RunContext, so a
 fenced or cancelled run raises RunStopped and the handler writes nothing
 more. A few handlers hang on their first attempt so the demo can kill or
-freeze the worker holding them; on the resumed attempt they finish.
+freeze the worker holding them; on the resumed attempt they finish (or, for
+a run with a budget, go on until the begin_turn gate stops them).
 """
 
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 from typing import Any
 
 from runq.pool import Handler, RunContext, RunStopped
@@ -79,6 +81,36 @@ def ask(ctx: RunContext) -> Any:
     return {"booked_in": ctx.run.inputs[-1].get("city"), "inputs": ctx.run.inputs}
 
 
+def metered(ctx: RunContext) -> Any:
+    """A run with a budget: each turn is begin_turn (the gate), a model call
+    whose usage is recorded, and a checkpoint. The first attempt hangs after
+    payload["hang_after"] turns (the demo kills its worker); the resumed one
+    first writes down what the claim says was spent before it (a read-only
+    "plan" tool call, its args the claimed run's usage and budget), then
+    takes turns until the gate stops it."""
+    per_turn: dict[str, int | Decimal] = {"cost_usd": Decimal(str(ctx.run.payload["cost_usd"])),
+                "input_tokens": int(ctx.run.payload["input_tokens"])}
+    turn = int((ctx.run.checkpoint or {}).get("turn", 0))
+    if ctx.run.resumed:
+        plan = f"plan-{ctx.epoch}"
+        ctx.begin_tool(plan, "plan", "read_only",
+                       {"spent_before": ctx.run.usage, "budget": ctx.run.budget})
+        ctx.end_tool(plan, {"turns_from": turn + 1})
+    try:
+        while True:
+            ctx.begin_turn()  # RunStopped once a total has reached its budget
+            ctx.record_usage(per_turn)  # what the model call cost
+            turn += 1
+            ctx.checkpoint({"turn": turn})
+            if not ctx.run.resumed and turn >= int(ctx.run.payload["hang_after"]):
+                _sleep(ctx, float(ctx.run.payload.get("hang", 60)))
+    except RunStopped as stopped:
+        # In the worker's log, where the demo reads it: why the run was taken away.
+        print(f"demo.metered run {ctx.run_id} epoch {ctx.epoch} stopped after turn {turn}: "
+              f"reason {stopped.reason}", flush=True)
+        raise
+
+
 def broken(ctx: RunContext) -> Any:
     """Raises: the pool fails the run with the exception's class and message."""
     ctx.begin_turn()
@@ -91,4 +123,5 @@ HANDLERS: dict[str, Handler] = {
     "demo.slow": slow,
     "demo.ask": ask,
     "demo.broken": broken,
+    "demo.metered": metered,
 }

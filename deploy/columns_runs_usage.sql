@@ -1,18 +1,21 @@
 -- Deploy runq:columns_runs_usage to pg
 -- requires: table_runs
--- requires: domain_usage_amounts
 -- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
 
 BEGIN;
 
 -- Constant defaults: stored in the catalog, no row rewritten (see
 -- deploy/column_runs_parked.sql), so the lock is brief on any number of runs.
+-- Plain jsonb, no domain: a new column of a domain with a CHECK makes
+-- PostgreSQL rewrite the table to check every row's NULL against it. The
+-- rule (runq._is_usage) is applied by the only writers, submit and
+-- set_budget, through runq._check_usage.
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 ALTER TABLE runq.runs
     ADD COLUMN usage jsonb NOT NULL DEFAULT '{}',
-    ADD COLUMN budget runq.usage_amounts;
+    ADD COLUMN budget jsonb;
 
 COMMENT ON COLUMN runq.runs.usage IS
     'What every attempt of the run recorded (runq.record_usage), summed per key as exact numerics; its run.usage events are the ledger.';

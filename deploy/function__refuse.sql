@@ -48,62 +48,49 @@ DECLARE
     v_status  text;
     v_epoch   bigint;
     v_cancel  boolean;
+    v_failure jsonb;
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
     IF _refuse.epoch IS NULL THEN
         PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
-    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
-      INTO v_status, v_epoch, v_cancel
+    SELECT r.status::text, r.lease_epoch::bigint
+      INTO v_status, v_epoch
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
         PERFORM runq._run_not_found(_refuse.run_id);
     END IF;
 
-    IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
-        WITH cancelled AS (
-            UPDATE runq.runs AS r
-               SET status = 'cancelled', lease_expires_at = NULL,
-                   finished_at = v_now, updated_at = v_now
-             WHERE r.run_id = _refuse.run_id
-               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
-               AND r.cancel_requested
-            RETURNING r.run_id, r.lease_epoch
-        )
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT c.run_id, c.lease_epoch, 'run.cancelled',
-               jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation), v_now
-          FROM cancelled AS c;
-        IF FOUND THEN
-            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
-            PERFORM runq._slot_left(r.tenant_id, r.kind)
-               FROM runq.runs AS r
-              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
-            RETURN false;
-        END IF;
-    END IF;
-
-    -- Past its deadline, or (begin_turn only) at its budget: the holder's
-    -- call fails the run, after a cancel flag and deadline first
-    -- (runq._stop_failure). Tested again under the row lock, as the cancel is.
+    -- Ours, and stopped by a cancel flag, the deadline or (begin_turn only)
+    -- the budget, in that order (runq._stop_failure): decided under the row
+    -- lock, so that a cancel or a set_budget committed since the caller's
+    -- fenced statement is seen, and the run ends in this transaction.
     IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
-        WITH failed AS (
-            UPDATE runq.runs AS r
-               SET status = 'failed',
-                   failure = runq._stop_failure(r, operation = 'begin_turn', v_now),
-                   lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
-             WHERE r.run_id = _refuse.run_id
-               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
-               AND NOT r.cancel_requested
-               AND runq._stop_failure(r, operation = 'begin_turn', v_now) IS NOT NULL
-            RETURNING r.run_id, r.lease_epoch, r.failure
-        )
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure::jsonb, v_now
-          FROM failed AS f;
-        IF FOUND THEN
+        SELECT r.cancel_requested, runq._stop_failure(r, operation = 'begin_turn', v_now)
+          INTO v_cancel, v_failure
+          FROM runq.runs AS r
+         WHERE r.run_id = _refuse.run_id
+           AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+           FOR UPDATE;
+        IF v_cancel OR v_failure IS NOT NULL THEN
+            WITH stopped AS (
+                UPDATE runq.runs AS r
+                   SET status = CASE WHEN v_cancel THEN 'cancelled' ELSE 'failed' END,
+                       failure = CASE WHEN v_cancel THEN NULL ELSE v_failure END,
+                       lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+                 WHERE r.run_id = _refuse.run_id
+                RETURNING r.run_id, r.lease_epoch
+            )
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT s.run_id, s.lease_epoch,
+                   CASE WHEN v_cancel THEN 'run.cancelled' ELSE 'run.failed' END,
+                   CASE WHEN v_cancel
+                        THEN jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation)
+                        ELSE v_failure END,
+                   v_now
+              FROM stopped AS s;
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
             PERFORM runq._slot_left(r.tenant_id, r.kind)
                FROM runq.runs AS r
@@ -112,9 +99,6 @@ BEGIN
         END IF;
     END IF;
 
-    -- Running under the very epoch the fence missed: that epoch was issued
-    -- after the fence ran (a forged epoch a claim has just reached), so it was
-    -- one the run never had then. Its worker's own fencing, later, logs it.
     IF _refuse.epoch NOT BETWEEN 0 AND v_epoch
        OR (v_status = 'running' AND v_epoch = _refuse.epoch) THEN
         RETURN false;

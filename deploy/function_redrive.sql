@@ -22,7 +22,7 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.3: the run is admitted or parked when limits or
 -- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
--- deadline_exceeded gets a fresh deadline window.
+-- deadline_exceeded, or whose deadline has passed, gets a fresh window.
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -58,8 +58,9 @@ BEGIN
                scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
                -- a fresh queue_ttl window, or a run that expired would expire again
                expires_at = v_now + r.queue_ttl,
-               -- missed its deadline: a fresh window; any other failure keeps it
-               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded'
+               -- missed its deadline, or its deadline has passed since: a fresh
+               -- window (else the next sweep would fail it again at once)
+               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
                                THEN v_now + r.timeout ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
@@ -93,7 +94,7 @@ REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
 
 COMMENT ON FUNCTION runq.redrive(bigint, text) IS
-$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
 Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;

@@ -29,6 +29,9 @@ SET LOCAL statement_timeout = '10s';
 -- of the admissions (deploy/admission.sql), and an admitted run it expires
 -- hands its slot on. It fails runs past their deadline (deadline_exceeded),
 -- in any status not terminal.
+-- A pass that fails queued runs hands their slots on only after its
+-- statement: a hand-on inside it could admit a parked run the same statement
+-- is about to fail (27000, and the whole sweep rolled back).
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -43,6 +46,9 @@ DECLARE
     v_queued   bigint[];  --   queued
     v_waiting  bigint[];  --   waiting_for_user
     v_left     integer;   -- of max_runs
+    v_failed   bigint[];  -- failed by a pass below, and
+    v_tenants  text[];    --   the keys of those of them that held a slot
+    v_kinds    text[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -93,7 +99,6 @@ BEGIN
 
     IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN
         PERFORM runq._resolve_tool_calls(v_queued || v_waiting, v_now);
-        RETURN QUERY
         WITH failed AS (
             UPDATE runq.runs AS r
                SET status = 'failed', failure = runq._stop_failure(r, false, v_now),
@@ -108,15 +113,18 @@ BEGIN
             SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
               FROM failed AS f
         )
-        SELECT f.run_id, 'deadline_exceeded'::text
-          FROM failed AS f
-         WHERE NOT f.held_slot OR NOT EXISTS (SELECT FROM runq.limit_settings)
-            OR runq._slot_left(f.tenant_id, f.kind)
-         ORDER BY f.run_id;
+        SELECT coalesce(array_agg(f.run_id ORDER BY f.run_id), '{}'),
+               coalesce(array_agg(f.tenant_id::text) FILTER (WHERE f.held_slot), '{}'),
+               coalesce(array_agg(f.kind::text) FILTER (WHERE f.held_slot), '{}')
+          INTO v_failed, v_tenants, v_kinds
+          FROM failed AS f;
+        PERFORM runq._slot_left(k.tenant_id, k.kind)
+           FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
+          WHERE EXISTS (SELECT FROM runq.limit_settings);
+        RETURN QUERY SELECT f.run_id, 'deadline_exceeded'::text FROM unnest(v_failed) AS f (run_id);
     END IF;
 
     IF v_left > 0 THEN
-        RETURN QUERY
         WITH overdue AS (
             SELECT r.run_id
               FROM runq.runs AS r
@@ -143,13 +151,16 @@ BEGIN
             SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
               FROM expired AS x
         )
-        -- An expired run that was admitted leaves its slot to the next when
-        -- a limit is set (runq._slot_left).
-        SELECT x.run_id, 'expired'::text
-          FROM expired AS x
-         WHERE x.parked OR NOT EXISTS (SELECT FROM runq.limit_settings)
-            OR runq._slot_left(x.tenant_id, x.kind)
-         ORDER BY x.run_id;
+        SELECT coalesce(array_agg(x.run_id ORDER BY x.run_id), '{}'),
+               coalesce(array_agg(x.tenant_id::text) FILTER (WHERE NOT x.parked), '{}'),
+               coalesce(array_agg(x.kind::text) FILTER (WHERE NOT x.parked), '{}')
+          INTO v_failed, v_tenants, v_kinds
+          FROM expired AS x;
+        -- An expired run that was admitted leaves its slot to the next.
+        PERFORM runq._slot_left(k.tenant_id, k.kind)
+           FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
+          WHERE EXISTS (SELECT FROM runq.limit_settings);
+        RETURN QUERY SELECT x.run_id, 'expired'::text FROM unnest(v_failed) AS x (run_id);
     END IF;
 
     -- What the admissions of the moment could not do: a run now due under a

@@ -41,16 +41,18 @@ BEGIN
         SELECT s.tenant_id, s.kind, s.key, sum(s.amount) AS total
           FROM spent AS s
          GROUP BY s.tenant_id, s.kind, s.key
+    ), keyed AS (
+        SELECT k.tenant_id, k.kind, jsonb_object_agg(k.key, k.total ORDER BY k.key) AS usage
+          FROM per_key AS k
+         GROUP BY k.tenant_id, k.kind
     ), per_run AS (
         SELECT s.tenant_id, s.kind, count(DISTINCT s.run_id) AS runs
           FROM spent AS s
          GROUP BY s.tenant_id, s.kind
     )
-    SELECT p.tenant_id, p.kind, p.runs,
-           (SELECT jsonb_object_agg(k.key, k.total ORDER BY k.key)
-              FROM per_key AS k
-             WHERE k.tenant_id = p.tenant_id AND k.kind = p.kind)
+    SELECT p.tenant_id, p.kind, p.runs, k.usage
       FROM per_run AS p
+      JOIN keyed AS k ON k.tenant_id = p.tenant_id AND k.kind = p.kind
      ORDER BY p.tenant_id, p.kind;
 END
 $$;

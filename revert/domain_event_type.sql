@@ -5,11 +5,8 @@ BEGIN;
 
 SET LOCAL lock_timeout = '2s';
 
--- The usage ledger goes with the feature, as the totals go with their
--- columns (columns_runs_usage's revert): the event types of v0.1.3 have no
--- run.usage. Read through run_events_usage_idx, which is reverted after this.
-DELETE FROM runq.run_events AS e WHERE e.type = 'run.usage';
-
+-- The old rule goes back NOT VALID, as the new one came: run.usage events
+-- recorded meanwhile (the ledger) stay, for a deploy again to find them.
 ALTER DOMAIN runq.event_type DROP CONSTRAINT event_type_check;
 ALTER DOMAIN runq.event_type ADD CONSTRAINT event_type_check CHECK (
     VALUE IN ('run.created', 'run.claimed', 'run.checkpointed',

@@ -46,6 +46,6 @@ GRANT EXECUTE ON FUNCTION runq.begin_turn(bigint, bigint) TO runq_worker, runq_a
 
 COMMENT ON FUNCTION runq.begin_turn(bigint, bigint) IS
 $c$Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run's turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
-Raises RQ003 (no such run).$c$;
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
 
 COMMIT;

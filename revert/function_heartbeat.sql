@@ -39,6 +39,6 @@ GRANT EXECUTE ON FUNCTION runq.heartbeat(bigint, bigint) TO runq_worker, runq_ad
 
 COMMENT ON FUNCTION runq.heartbeat(bigint, bigint) IS
 $c$Extend the lease of a run this worker holds under epoch by the lease's length. Returns true, or false when the worker must stop: the run is no longer running under this epoch (fenced: one run.fenced event is logged) or cancel was requested (the run becomes cancelled now).
-Raises RQ003 (no such run).$c$;
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -5836,44 +5836,26 @@ COMMENT ON FUNCTION runq._check_usage(text, jsonb, boolean) IS
 
 COMMIT;
 
--- ==== deploy/domain_usage_amounts.sql ====
-
--- Deploy runq:domain_usage_amounts to pg
--- requires: argument_check_usage
-
-BEGIN;
-
-SET LOCAL lock_timeout = '2s';
-SET LOCAL statement_timeout = '10s';
-
--- The rule of runq._is_usage, as a domain for the budget column: a domain's
--- check runs only when a value is assigned (see deploy/domain_duration.sql).
--- squawk-ignore ban-create-domain-with-constraint
-CREATE DOMAIN runq.usage_amounts AS jsonb CHECK (
-    runq._is_usage(VALUE));
-
-COMMENT ON DOMAIN runq.usage_amounts IS
-    'Usage or a budget of it: a non-empty object of non-negative numbers, e.g. {"cost_usd": 2.00}.';
-
-COMMIT;
-
 -- ==== deploy/columns_runs_usage.sql ====
 
 -- Deploy runq:columns_runs_usage to pg
 -- requires: table_runs
--- requires: domain_usage_amounts
 -- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
 
 BEGIN;
 
 -- Constant defaults: stored in the catalog, no row rewritten (see
 -- deploy/column_runs_parked.sql), so the lock is brief on any number of runs.
+-- Plain jsonb, no domain: a new column of a domain with a CHECK makes
+-- PostgreSQL rewrite the table to check every row's NULL against it. The
+-- rule (runq._is_usage) is applied by the only writers, submit and
+-- set_budget, through runq._check_usage.
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 ALTER TABLE runq.runs
     ADD COLUMN usage jsonb NOT NULL DEFAULT '{}',
-    ADD COLUMN budget runq.usage_amounts;
+    ADD COLUMN budget jsonb;
 
 COMMENT ON COLUMN runq.runs.usage IS
     'What every attempt of the run recorded (runq.record_usage), summed per key as exact numerics; its run.usage events are the ledger.';
@@ -5886,18 +5868,20 @@ COMMIT;
 
 -- Deploy runq:columns_runs_deadline to pg
 -- requires: table_runs
--- requires: domain_duration
 -- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
 
 BEGIN;
 
 -- No default: NULL columns are added in the catalog alone, so the lock is
--- brief on any number of runs (see deploy/column_runs_parked.sql).
+-- brief on any number of runs (see deploy/column_runs_parked.sql). Plain
+-- interval, not runq.duration: a new column of a domain with a CHECK makes
+-- PostgreSQL rewrite the table to check every row's NULL against it. submit,
+-- the only writer, checks the rule (runq._check_duration).
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 ALTER TABLE runq.runs
-    ADD COLUMN timeout runq.duration,
+    ADD COLUMN timeout interval,
     ADD COLUMN deadline timestamptz;
 
 COMMENT ON COLUMN runq.runs.timeout IS
@@ -7649,6 +7633,9 @@ SET LOCAL statement_timeout = '10s';
 -- of the admissions (deploy/admission.sql), and an admitted run it expires
 -- hands its slot on. It fails runs past their deadline (deadline_exceeded),
 -- in any status not terminal.
+-- A pass that fails queued runs hands their slots on only after its
+-- statement: a hand-on inside it could admit a parked run the same statement
+-- is about to fail (27000, and the whole sweep rolled back).
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -7663,6 +7650,9 @@ DECLARE
     v_queued   bigint[];  --   queued
     v_waiting  bigint[];  --   waiting_for_user
     v_left     integer;   -- of max_runs
+    v_failed   bigint[];  -- failed by a pass below, and
+    v_tenants  text[];    --   the keys of those of them that held a slot
+    v_kinds    text[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -7713,7 +7703,6 @@ BEGIN
 
     IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN
         PERFORM runq._resolve_tool_calls(v_queued || v_waiting, v_now);
-        RETURN QUERY
         WITH failed AS (
             UPDATE runq.runs AS r
                SET status = 'failed', failure = runq._stop_failure(r, false, v_now),
@@ -7728,15 +7717,18 @@ BEGIN
             SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
               FROM failed AS f
         )
-        SELECT f.run_id, 'deadline_exceeded'::text
-          FROM failed AS f
-         WHERE NOT f.held_slot OR NOT EXISTS (SELECT FROM runq.limit_settings)
-            OR runq._slot_left(f.tenant_id, f.kind)
-         ORDER BY f.run_id;
+        SELECT coalesce(array_agg(f.run_id ORDER BY f.run_id), '{}'),
+               coalesce(array_agg(f.tenant_id::text) FILTER (WHERE f.held_slot), '{}'),
+               coalesce(array_agg(f.kind::text) FILTER (WHERE f.held_slot), '{}')
+          INTO v_failed, v_tenants, v_kinds
+          FROM failed AS f;
+        PERFORM runq._slot_left(k.tenant_id, k.kind)
+           FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
+          WHERE EXISTS (SELECT FROM runq.limit_settings);
+        RETURN QUERY SELECT f.run_id, 'deadline_exceeded'::text FROM unnest(v_failed) AS f (run_id);
     END IF;
 
     IF v_left > 0 THEN
-        RETURN QUERY
         WITH overdue AS (
             SELECT r.run_id
               FROM runq.runs AS r
@@ -7763,13 +7755,16 @@ BEGIN
             SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
               FROM expired AS x
         )
-        -- An expired run that was admitted leaves its slot to the next when
-        -- a limit is set (runq._slot_left).
-        SELECT x.run_id, 'expired'::text
-          FROM expired AS x
-         WHERE x.parked OR NOT EXISTS (SELECT FROM runq.limit_settings)
-            OR runq._slot_left(x.tenant_id, x.kind)
-         ORDER BY x.run_id;
+        SELECT coalesce(array_agg(x.run_id ORDER BY x.run_id), '{}'),
+               coalesce(array_agg(x.tenant_id::text) FILTER (WHERE NOT x.parked), '{}'),
+               coalesce(array_agg(x.kind::text) FILTER (WHERE NOT x.parked), '{}')
+          INTO v_failed, v_tenants, v_kinds
+          FROM expired AS x;
+        -- An expired run that was admitted leaves its slot to the next.
+        PERFORM runq._slot_left(k.tenant_id, k.kind)
+           FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
+          WHERE EXISTS (SELECT FROM runq.limit_settings);
+        RETURN QUERY SELECT x.run_id, 'expired'::text FROM unnest(v_failed) AS x (run_id);
     END IF;
 
     -- What the admissions of the moment could not do: a run now due under a
@@ -8239,62 +8234,49 @@ DECLARE
     v_status  text;
     v_epoch   bigint;
     v_cancel  boolean;
+    v_failure jsonb;
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
     IF _refuse.epoch IS NULL THEN
         PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
-    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
-      INTO v_status, v_epoch, v_cancel
+    SELECT r.status::text, r.lease_epoch::bigint
+      INTO v_status, v_epoch
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
         PERFORM runq._run_not_found(_refuse.run_id);
     END IF;
 
-    IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
-        WITH cancelled AS (
-            UPDATE runq.runs AS r
-               SET status = 'cancelled', lease_expires_at = NULL,
-                   finished_at = v_now, updated_at = v_now
-             WHERE r.run_id = _refuse.run_id
-               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
-               AND r.cancel_requested
-            RETURNING r.run_id, r.lease_epoch
-        )
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT c.run_id, c.lease_epoch, 'run.cancelled',
-               jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation), v_now
-          FROM cancelled AS c;
-        IF FOUND THEN
-            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
-            PERFORM runq._slot_left(r.tenant_id, r.kind)
-               FROM runq.runs AS r
-              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
-            RETURN false;
-        END IF;
-    END IF;
-
-    -- Past its deadline, or (begin_turn only) at its budget: the holder's
-    -- call fails the run, after a cancel flag and deadline first
-    -- (runq._stop_failure). Tested again under the row lock, as the cancel is.
+    -- Ours, and stopped by a cancel flag, the deadline or (begin_turn only)
+    -- the budget, in that order (runq._stop_failure): decided under the row
+    -- lock, so that a cancel or a set_budget committed since the caller's
+    -- fenced statement is seen, and the run ends in this transaction.
     IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
-        WITH failed AS (
-            UPDATE runq.runs AS r
-               SET status = 'failed',
-                   failure = runq._stop_failure(r, operation = 'begin_turn', v_now),
-                   lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
-             WHERE r.run_id = _refuse.run_id
-               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
-               AND NOT r.cancel_requested
-               AND runq._stop_failure(r, operation = 'begin_turn', v_now) IS NOT NULL
-            RETURNING r.run_id, r.lease_epoch, r.failure
-        )
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure::jsonb, v_now
-          FROM failed AS f;
-        IF FOUND THEN
+        SELECT r.cancel_requested, runq._stop_failure(r, operation = 'begin_turn', v_now)
+          INTO v_cancel, v_failure
+          FROM runq.runs AS r
+         WHERE r.run_id = _refuse.run_id
+           AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+           FOR UPDATE;
+        IF v_cancel OR v_failure IS NOT NULL THEN
+            WITH stopped AS (
+                UPDATE runq.runs AS r
+                   SET status = CASE WHEN v_cancel THEN 'cancelled' ELSE 'failed' END,
+                       failure = CASE WHEN v_cancel THEN NULL ELSE v_failure END,
+                       lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+                 WHERE r.run_id = _refuse.run_id
+                RETURNING r.run_id, r.lease_epoch
+            )
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT s.run_id, s.lease_epoch,
+                   CASE WHEN v_cancel THEN 'run.cancelled' ELSE 'run.failed' END,
+                   CASE WHEN v_cancel
+                        THEN jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation)
+                        ELSE v_failure END,
+                   v_now
+              FROM stopped AS s;
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
             PERFORM runq._slot_left(r.tenant_id, r.kind)
                FROM runq.runs AS r
@@ -8303,9 +8285,6 @@ BEGIN
         END IF;
     END IF;
 
-    -- Running under the very epoch the fence missed: that epoch was issued
-    -- after the fence ran (a forged epoch a claim has just reached), so it was
-    -- one the run never had then. Its worker's own fencing, later, logs it.
     IF _refuse.epoch NOT BETWEEN 0 AND v_epoch
        OR (v_status = 'running' AND v_epoch = _refuse.epoch) THEN
         RETURN false;
@@ -8547,7 +8526,7 @@ SET LOCAL statement_timeout = '10s';
 --
 -- Reworked after v0.1.3: the run is admitted or parked when limits or
 -- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
--- deadline_exceeded gets a fresh deadline window.
+-- deadline_exceeded, or whose deadline has passed, gets a fresh window.
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -8583,8 +8562,9 @@ BEGIN
                scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
                -- a fresh queue_ttl window, or a run that expired would expire again
                expires_at = v_now + r.queue_ttl,
-               -- missed its deadline: a fresh window; any other failure keeps it
-               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded'
+               -- missed its deadline, or its deadline has passed since: a fresh
+               -- window (else the next sweep would fail it again at once)
+               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
                                THEN v_now + r.timeout ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
@@ -8618,7 +8598,7 @@ REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
 
 COMMENT ON FUNCTION runq.redrive(bigint, text) IS
-$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
 Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;
@@ -9672,16 +9652,18 @@ BEGIN
         SELECT s.tenant_id, s.kind, s.key, sum(s.amount) AS total
           FROM spent AS s
          GROUP BY s.tenant_id, s.kind, s.key
+    ), keyed AS (
+        SELECT k.tenant_id, k.kind, jsonb_object_agg(k.key, k.total ORDER BY k.key) AS usage
+          FROM per_key AS k
+         GROUP BY k.tenant_id, k.kind
     ), per_run AS (
         SELECT s.tenant_id, s.kind, count(DISTINCT s.run_id) AS runs
           FROM spent AS s
          GROUP BY s.tenant_id, s.kind
     )
-    SELECT p.tenant_id, p.kind, p.runs,
-           (SELECT jsonb_object_agg(k.key, k.total ORDER BY k.key)
-              FROM per_key AS k
-             WHERE k.tenant_id = p.tenant_id AND k.kind = p.kind)
+    SELECT p.tenant_id, p.kind, p.runs, k.usage
       FROM per_run AS p
+      JOIN keyed AS k ON k.tenant_id = p.tenant_id AND k.kind = p.kind
      ORDER BY p.tenant_id, p.kind;
 END
 $$;

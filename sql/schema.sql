@@ -50,6 +50,13 @@
 --       and runq.end_tool frame a tool call; runq.tool_calls lists them.
 --       runq.heartbeat_many and runq.complete_many are heartbeat and complete
 --       for many runs in one statement (a worker pool's batches).
+--       runq.record_usage adds what a call spent to the run's usage totals
+--       and its ledger (run.usage events), also from a fenced epoch; once a
+--       total reaches the run's budget, runq.begin_turn fails the run
+--       (budget_exhausted). Past the run's deadline (submit's timeout), the
+--       calls that honour a cancel fail it instead (deadline_exceeded).
+--       runq.set_budget (admin) replaces a budget; runq.usage_report sums the
+--       ledger per tenant and kind.
 --   A run's lease ends with one of:
 --       runq.complete -> succeeded;  runq.fail -> failed (the dead letter);
 --       runq.ask_user -> waiting_for_user, until runq.deliver_input (client)
@@ -204,17 +211,6 @@ CREATE DOMAIN runq.tool_idempotency AS text
 	CONSTRAINT tool_idempotency_check CHECK ((VALUE = ANY (ARRAY['read_only'::text, 'idempotent'::text, 'non_idempotent'::text])));
 
 COMMENT ON DOMAIN runq.tool_idempotency IS 'A tool''s declared idempotency class: what a dead lease makes of a call left started.';
-
-CREATE FUNCTION runq._is_usage(value jsonb) RETURNS boolean
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN ((jsonb_typeof(value) = 'object'::text) AND (value <> '{}'::jsonb) AND (NOT jsonb_path_exists(value, 'strict $.*?(@.type() != "number" || @ < 0)'::jsonpath, '{}'::jsonb, true)));
-
-COMMENT ON FUNCTION runq._is_usage(value jsonb) IS 'True for usage or a budget: a non-empty jsonb object whose values are non-negative numbers.';
-
-CREATE DOMAIN runq.usage_amounts AS jsonb
-	CONSTRAINT usage_amounts_check CHECK (runq._is_usage(VALUE));
-
-COMMENT ON DOMAIN runq.usage_amounts IS 'Usage or a budget of it: a non-empty object of non-negative numbers, e.g. {"cost_usd": 2.00}.';
 
 CREATE FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, counted boolean) RETURNS boolean
     LANGUAGE plpgsql
@@ -519,6 +515,12 @@ CREATE FUNCTION runq._check_object(argument text, value jsonb) RETURNS boolean
     RETURN CASE WHEN (jsonb_typeof(value) = 'object'::text) THEN true ELSE runq._bad_argument(argument, 'a jsonb object'::text, jsonb_typeof(value)) END;
 
 COMMENT ON FUNCTION runq._check_object(argument text, value jsonb) IS 'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
+
+CREATE FUNCTION runq._is_usage(value jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((jsonb_typeof(value) = 'object'::text) AND (value <> '{}'::jsonb) AND (NOT jsonb_path_exists(value, 'strict $.*?(@.type() != "number" || @ < 0)'::jsonpath, '{}'::jsonb, true)));
+
+COMMENT ON FUNCTION runq._is_usage(value jsonb) IS 'True for usage or a budget: a non-empty jsonb object whose values are non-negative numbers.';
 
 CREATE FUNCTION runq._check_usage(argument text, value jsonb, optional boolean DEFAULT false) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -864,62 +866,49 @@ DECLARE
     v_status  text;
     v_epoch   bigint;
     v_cancel  boolean;
+    v_failure jsonb;
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
     IF _refuse.epoch IS NULL THEN
         PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
-    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
-      INTO v_status, v_epoch, v_cancel
+    SELECT r.status::text, r.lease_epoch::bigint
+      INTO v_status, v_epoch
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
         PERFORM runq._run_not_found(_refuse.run_id);
     END IF;
 
-    IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
-        WITH cancelled AS (
-            UPDATE runq.runs AS r
-               SET status = 'cancelled', lease_expires_at = NULL,
-                   finished_at = v_now, updated_at = v_now
-             WHERE r.run_id = _refuse.run_id
-               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
-               AND r.cancel_requested
-            RETURNING r.run_id, r.lease_epoch
-        )
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT c.run_id, c.lease_epoch, 'run.cancelled',
-               jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation), v_now
-          FROM cancelled AS c;
-        IF FOUND THEN
-            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
-            PERFORM runq._slot_left(r.tenant_id, r.kind)
-               FROM runq.runs AS r
-              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
-            RETURN false;
-        END IF;
-    END IF;
-
-    -- Past its deadline, or (begin_turn only) at its budget: the holder's
-    -- call fails the run, after a cancel flag and deadline first
-    -- (runq._stop_failure). Tested again under the row lock, as the cancel is.
+    -- Ours, and stopped by a cancel flag, the deadline or (begin_turn only)
+    -- the budget, in that order (runq._stop_failure): decided under the row
+    -- lock, so that a cancel or a set_budget committed since the caller's
+    -- fenced statement is seen, and the run ends in this transaction.
     IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
-        WITH failed AS (
-            UPDATE runq.runs AS r
-               SET status = 'failed',
-                   failure = runq._stop_failure(r, operation = 'begin_turn', v_now),
-                   lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
-             WHERE r.run_id = _refuse.run_id
-               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
-               AND NOT r.cancel_requested
-               AND runq._stop_failure(r, operation = 'begin_turn', v_now) IS NOT NULL
-            RETURNING r.run_id, r.lease_epoch, r.failure
-        )
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure::jsonb, v_now
-          FROM failed AS f;
-        IF FOUND THEN
+        SELECT r.cancel_requested, runq._stop_failure(r, operation = 'begin_turn', v_now)
+          INTO v_cancel, v_failure
+          FROM runq.runs AS r
+         WHERE r.run_id = _refuse.run_id
+           AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+           FOR UPDATE;
+        IF v_cancel OR v_failure IS NOT NULL THEN
+            WITH stopped AS (
+                UPDATE runq.runs AS r
+                   SET status = CASE WHEN v_cancel THEN 'cancelled' ELSE 'failed' END,
+                       failure = CASE WHEN v_cancel THEN NULL ELSE v_failure END,
+                       lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+                 WHERE r.run_id = _refuse.run_id
+                RETURNING r.run_id, r.lease_epoch
+            )
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT s.run_id, s.lease_epoch,
+                   CASE WHEN v_cancel THEN 'run.cancelled' ELSE 'run.failed' END,
+                   CASE WHEN v_cancel
+                        THEN jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation)
+                        ELSE v_failure END,
+                   v_now
+              FROM stopped AS s;
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
             PERFORM runq._slot_left(r.tenant_id, r.kind)
                FROM runq.runs AS r
@@ -928,9 +917,6 @@ BEGIN
         END IF;
     END IF;
 
-    -- Running under the very epoch the fence missed: that epoch was issued
-    -- after the fence ran (a forged epoch a claim has just reached), so it was
-    -- one the run never had then. Its worker's own fencing, later, logs it.
     IF _refuse.epoch NOT BETWEEN 0 AND v_epoch
        OR (v_status = 'running' AND v_epoch = _refuse.epoch) THEN
         RETURN false;
@@ -1172,8 +1158,8 @@ CREATE TABLE runq.runs (
     failure runq.failure_record,
     question jsonb,
     usage jsonb DEFAULT '{}'::jsonb NOT NULL,
-    budget runq.usage_amounts,
-    timeout runq.duration,
+    budget jsonb,
+    timeout interval,
     deadline timestamp with time zone,
     parked boolean DEFAULT false NOT NULL,
     CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
@@ -2286,8 +2272,9 @@ BEGIN
                scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
                -- a fresh queue_ttl window, or a run that expired would expire again
                expires_at = v_now + r.queue_ttl,
-               -- missed its deadline: a fresh window; any other failure keeps it
-               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded'
+               -- missed its deadline, or its deadline has passed since: a fresh
+               -- window (else the next sweep would fail it again at once)
+               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
                                THEN v_now + r.timeout ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
@@ -2317,7 +2304,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.redrive(run_id bigint, reason text) IS 'Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+COMMENT ON FUNCTION runq.redrive(run_id bigint, reason text) IS 'Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
 Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).';
 
 CREATE FUNCTION runq.release(run_id bigint, epoch bigint) RETURNS boolean
@@ -2669,6 +2656,9 @@ DECLARE
     v_queued   bigint[];  --   queued
     v_waiting  bigint[];  --   waiting_for_user
     v_left     integer;   -- of max_runs
+    v_failed   bigint[];  -- failed by a pass below, and
+    v_tenants  text[];    --   the keys of those of them that held a slot
+    v_kinds    text[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -2719,7 +2709,6 @@ BEGIN
 
     IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN
         PERFORM runq._resolve_tool_calls(v_queued || v_waiting, v_now);
-        RETURN QUERY
         WITH failed AS (
             UPDATE runq.runs AS r
                SET status = 'failed', failure = runq._stop_failure(r, false, v_now),
@@ -2734,15 +2723,18 @@ BEGIN
             SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
               FROM failed AS f
         )
-        SELECT f.run_id, 'deadline_exceeded'::text
-          FROM failed AS f
-         WHERE NOT f.held_slot OR NOT EXISTS (SELECT FROM runq.limit_settings)
-            OR runq._slot_left(f.tenant_id, f.kind)
-         ORDER BY f.run_id;
+        SELECT coalesce(array_agg(f.run_id ORDER BY f.run_id), '{}'),
+               coalesce(array_agg(f.tenant_id::text) FILTER (WHERE f.held_slot), '{}'),
+               coalesce(array_agg(f.kind::text) FILTER (WHERE f.held_slot), '{}')
+          INTO v_failed, v_tenants, v_kinds
+          FROM failed AS f;
+        PERFORM runq._slot_left(k.tenant_id, k.kind)
+           FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
+          WHERE EXISTS (SELECT FROM runq.limit_settings);
+        RETURN QUERY SELECT f.run_id, 'deadline_exceeded'::text FROM unnest(v_failed) AS f (run_id);
     END IF;
 
     IF v_left > 0 THEN
-        RETURN QUERY
         WITH overdue AS (
             SELECT r.run_id
               FROM runq.runs AS r
@@ -2769,13 +2761,16 @@ BEGIN
             SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
               FROM expired AS x
         )
-        -- An expired run that was admitted leaves its slot to the next when
-        -- a limit is set (runq._slot_left).
-        SELECT x.run_id, 'expired'::text
-          FROM expired AS x
-         WHERE x.parked OR NOT EXISTS (SELECT FROM runq.limit_settings)
-            OR runq._slot_left(x.tenant_id, x.kind)
-         ORDER BY x.run_id;
+        SELECT coalesce(array_agg(x.run_id ORDER BY x.run_id), '{}'),
+               coalesce(array_agg(x.tenant_id::text) FILTER (WHERE NOT x.parked), '{}'),
+               coalesce(array_agg(x.kind::text) FILTER (WHERE NOT x.parked), '{}')
+          INTO v_failed, v_tenants, v_kinds
+          FROM expired AS x;
+        -- An expired run that was admitted leaves its slot to the next.
+        PERFORM runq._slot_left(k.tenant_id, k.kind)
+           FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
+          WHERE EXISTS (SELECT FROM runq.limit_settings);
+        RETURN QUERY SELECT x.run_id, 'expired'::text FROM unnest(v_failed) AS x (run_id);
     END IF;
 
     -- What the admissions of the moment could not do: a run now due under a
@@ -2837,16 +2832,18 @@ BEGIN
         SELECT s.tenant_id, s.kind, s.key, sum(s.amount) AS total
           FROM spent AS s
          GROUP BY s.tenant_id, s.kind, s.key
+    ), keyed AS (
+        SELECT k.tenant_id, k.kind, jsonb_object_agg(k.key, k.total ORDER BY k.key) AS usage
+          FROM per_key AS k
+         GROUP BY k.tenant_id, k.kind
     ), per_run AS (
         SELECT s.tenant_id, s.kind, count(DISTINCT s.run_id) AS runs
           FROM spent AS s
          GROUP BY s.tenant_id, s.kind
     )
-    SELECT p.tenant_id, p.kind, p.runs,
-           (SELECT jsonb_object_agg(k.key, k.total ORDER BY k.key)
-              FROM per_key AS k
-             WHERE k.tenant_id = p.tenant_id AND k.kind = p.kind)
+    SELECT p.tenant_id, p.kind, p.runs, k.usage
       FROM per_run AS p
+      JOIN keyed AS k ON k.tenant_id = p.tenant_id AND k.kind = p.kind
      ORDER BY p.tenant_id, p.kind;
 END
 $$;
@@ -3135,8 +3132,6 @@ GRANT USAGE ON SCHEMA runq TO runq_client;
 GRANT USAGE ON SCHEMA runq TO runq_worker;
 GRANT USAGE ON SCHEMA runq TO runq_admin;
 
-REVOKE ALL ON FUNCTION runq._is_usage(value jsonb) FROM PUBLIC;
-
 REVOKE ALL ON FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, counted boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._admit_parked(scope text, key text, wait boolean) FROM PUBLIC;
@@ -3178,6 +3173,8 @@ REVOKE ALL ON FUNCTION runq._is_names(value text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION runq._check_names(argument text, value text[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_object(argument text, value jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._is_usage(value jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_usage(argument text, value jsonb, optional boolean) FROM PUBLIC;
 

@@ -168,6 +168,8 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
         ("max_attempts", "integer", "3", False),
         ("recovery_policy", "text", "'resume'", False),
         ("queue_ttl", "interval", "interval '1 hour'", True),  # NULL: never expires
+        ("budget", "jsonb", "'{\"cost_usd\": 2.00}'", True),   # NULL: no budget
+        ("timeout", "interval", "interval '1 hour'", True),     # NULL: no deadline
     ]),
     ("deliver_input", "waiting", [("run_id", "bigint", "%(w)s", False),
                                   ("input", "jsonb", "'{\"a\": 1}'", False)]),
@@ -198,6 +200,8 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
     ("checkpoint", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
                                ("state", "jsonb", "'{\"s\": 1}'", False)]),
     ("begin_turn", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False)]),
+    ("record_usage", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+                                 ("usage", "jsonb", "'{\"cost_usd\": 0.0123, \"input_tokens\": 17}'", False)]),
     ("begin_tool", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
                                ("call_id", "text", "%(u)s", False), ("tool", "text", "'search'", False),
                                ("idempotency", "text", "'read_only'", False),
@@ -220,6 +224,10 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
     ("pause", "", [("scope", "text", "'tenant'", False), ("key", "text", "%(u)s", False),
                    ("reason", "text", "'why'", True)]),             # NULL: no reason given
     ("resume", "", [("scope", "text", "'tenant'", False), ("key", "text", "%(u)s", False)]),
+    ("set_budget", "running", [("run_id", "bigint", "%(r)s", False),
+                               ("budget", "jsonb", "'{\"cost_usd\": 1}'", True)]),  # NULL: remove it
+    ("usage_report", "", [("since", "timestamptz", "now() - interval '1 hour'", False),
+                          ("until", "timestamptz", "now()", True)]),  # NULL: no upper end
 ]
 
 
@@ -473,6 +481,87 @@ VALUE_CASES: list[Case] = [
     accepted("pause-sql-reason", *v("pause", reason="'r''; DELETE FROM runq.runs; --'"),
              check="SELECT p.reason = 'r''; DELETE FROM runq.runs; --' FROM runq.pauses AS p"
                    " WHERE p.key = %(u)s"),
+    # -- usage: a non-empty object of non-negative numbers (keys are free)
+    *[rejected(f"record-usage-{name}", *v("record_usage", usage=f"'{doc}'"), "usage")
+      for name, doc in [("empty", "{}"), ("array", "[1]"), ("number", "1"), ("string", '"x"'),
+                        ("json-null", "null"), ("negative", '{"cost_usd": -0.01}'),
+                        ("negative-zero-and-one", '{"a": 0, "b": -1}'),
+                        ("amount-string", '{"cost_usd": "0.01"}'), ("amount-null", '{"cost_usd": null}'),
+                        ("amount-boolean", '{"cost_usd": true}'), ("amount-object", '{"cost_usd": {"x": 1}}'),
+                        # an array of numbers is no amount (a lax jsonpath would unwrap it)
+                        ("amount-array", '{"cost_usd": [1]}'), ("amount-empty-array", '{"cost_usd": []}')]],
+    # 100,000 good amounts and one negative: refused, in a short message.
+    rejected("record-usage-huge-one-negative", *v(
+        "record_usage", usage="(SELECT jsonb_object_agg('k' || g, g) FROM generate_series(1, 100000) AS g)"
+                              " || '{\"bad\": -1}'"), "usage", max_message=1000),
+    # The order of checks: the usage first, then the epoch, then the run, then the epoch's range.
+    rejected("record-usage-bad-usage-unknown-run", "SELECT runq.record_usage(-1, 1, '{}')", "", "usage"),
+    rejected("record-usage-null-epoch-unknown-run", "SELECT runq.record_usage(-1, NULL, '{\"a\": 1}')",
+             "", "epoch", "NULL"),
+    rejected("record-usage-epoch-0-unknown-run", "SELECT runq.record_usage(-1, 0, '{\"a\": 1}')", "",
+             "run -1 not found", state="RQ003"),
+    # Epochs the run never had: 0, negative, above its current one; a queued run never claimed has none.
+    rejected("record-usage-epoch-0", *v("record_usage", epoch="0"), "epoch", "0"),
+    rejected("record-usage-epoch-negative", *v("record_usage", epoch="-1"), "epoch", "-1"),
+    rejected("record-usage-epoch-above", *v("record_usage", epoch="%(e)s + 1"), "epoch", "2"),
+    rejected("record-usage-epoch-int-max", *v("record_usage", epoch="9223372036854775807"),
+             "epoch", "9223372036854775807"),
+    rejected("record-usage-never-claimed", "SELECT runq.record_usage(%(q)s, 1, '{\"a\": 1}')", "queued",
+             "epoch", "1"),
+    # Valid: zero amounts, amounts beyond a float, and any keys, stored exactly.
+    accepted("record-usage-exact", *v("record_usage", usage="'{\"cost_usd\": 0.000000000000000000001, "
+                                                          "\"tokens\": 100000000000000000000000000001, "
+                                                          "\"zero\": 0}'"),
+             check="SELECT r.usage = '{\"cost_usd\": 0.000000000000000000001, "
+                   "\"tokens\": 100000000000000000000000000001, \"zero\": 0}'"
+                   " FROM runq.runs AS r WHERE r.run_id = %(r)s"),
+    accepted("record-usage-sql-and-unicode-keys", *v(
+        "record_usage", usage="'{\"x''); DELETE FROM runq.runs; --\": 1, \"💸\": 2.5}'"),
+             check="SELECT (r.usage ->> 'x''); DELETE FROM runq.runs; --')::numeric = 1"
+                   " AND (r.usage ->> '💸')::numeric = 2.5 FROM runq.runs AS r WHERE r.run_id = %(r)s"),
+    # Spend is a fact: usage of a finished run, or of one waiting for its user, is recorded.
+    accepted("record-usage-failed-run", "SELECT runq.record_usage(%(f)s, %(e)s, '{\"cost_usd\": 0.25}')",
+             "failed", check="SELECT r.usage = '{\"cost_usd\": 0.25}' FROM runq.runs AS r"
+                             " WHERE r.run_id = %(f)s"),
+    accepted("record-usage-waiting-run", "SELECT runq.record_usage(%(w)s, %(e)s, '{\"cost_usd\": 0.25}')",
+             "waiting", check="SELECT r.usage = '{\"cost_usd\": 0.25}' FROM runq.runs AS r"
+                              " WHERE r.run_id = %(w)s"),
+    # -- budgets: NULL or a non-empty object of non-negative numbers, in submit and set_budget
+    *[rejected(f"{fn.replace('_', '-')}-budget-{name}", *v(fn, budget=f"'{doc}'"), "budget")
+      for fn in ("submit", "set_budget")
+      for name, doc in [("empty", "{}"), ("array", '[{"cost_usd": 1}]'), ("number", "2"),
+                        ("json-null", "null"), ("negative", '{"cost_usd": -2}'),
+                        ("amount-string", '{"cost_usd": "2.00"}'), ("amount-null", '{"cost_usd": null}'),
+                        ("amount-object", '{"cost_usd": {"max": 2}}'),
+                        ("amount-array", '{"cost_usd": [2]}'), ("amount-empty-array", '{"cost_usd": []}')]],
+    # A budget of 0 is valid (it stops the first turn); the limits are kept exactly.
+    accepted("submit-budget-zero-and-exact", *v("submit", budget="'{\"cost_usd\": 0, "
+                                                               "\"credits\": 2.000000000000000000001}'"),
+             check="SELECT r.budget = '{\"cost_usd\": 0, \"credits\": 2.000000000000000000001}'"
+                   " FROM runq.runs AS r WHERE r.session_id = %(u)s"),
+    accepted("set-budget-failed-run", "SELECT runq.set_budget(%(f)s, '{\"cost_usd\": 3}')", "failed",
+             check="SELECT r.budget = '{\"cost_usd\": 3}' FROM runq.runs AS r WHERE r.run_id = %(f)s"),
+    accepted("set-budget-null-removes", *v("set_budget", budget="NULL"),
+             check="SELECT r.budget IS NULL FROM runq.runs AS r WHERE r.run_id = %(r)s"),
+    # -- timeouts: positive and under 1000 years; the deadline is created_at + timeout
+    rejected("submit-timeout-zero", *v("submit", timeout="interval '0'"), "timeout", "00:00:00"),
+    rejected("submit-timeout-negative", *v("submit", timeout="interval '-1 second'"), "timeout", "-00:00:01"),
+    rejected("submit-timeout-month-minus-30-days", *v("submit", timeout="interval '1 month -30 days'"),
+             "timeout", "1 mon -30 days"),
+    rejected("submit-timeout-1000-years", *v("submit", timeout="interval '1000 years'"),
+             "timeout", "1000 years"),
+    rejected("submit-timeout-300000-years", *v("submit", timeout="interval '300000 years'"),
+             "timeout", "300000 years"),
+    accepted("submit-timeout-999-years", *v("submit", timeout="interval '999 years'"),
+             check="SELECT r.deadline = r.created_at + interval '999 years' AND r.timeout = interval '999 years'"
+                   " FROM runq.runs AS r WHERE r.session_id = %(u)s"),
+    accepted("submit-timeout-microsecond", *v("submit", timeout="interval '1 microsecond'"),
+             check="SELECT r.deadline = r.created_at + interval '1 microsecond'"
+                   " FROM runq.runs AS r WHERE r.session_id = %(u)s"),
+    # -- the usage report: since before until
+    rejected("usage-report-until-equals-since", "SELECT * FROM runq.usage_report(now(), now())", "", "until"),
+    rejected("usage-report-until-before-since",
+             "SELECT * FROM runq.usage_report(now(), now() - interval '1 second')", "", "until"),
 ]
 
 

@@ -6,7 +6,10 @@ script runs against the references and runq without an error, and a cycle of
 each queue does its whole job: a claim and a completion per run, and for the
 floor and runq one event per transition under the claimed epoch. The batched
 part's scripts beat only running runs under their epoch, and complete each run
-of their pool once (one found done would return false and cost less). The other
+of their pool once (one found done would return false and cost less). The
+cost part's: record_usage and checkpoint apply to running runs under their
+epoch (never fenced), cycles of runs with a budget and a timeout end every run
+succeeded, and its sweep over runs with deadlines none due changes nothing. The other
 drivers run in small: bench/cpu.py, bench/instructions.py, and
 bench/long_runs.py (one worker process holding runs for 18 s, not minutes).
 """
@@ -144,10 +147,60 @@ def test_completes_finish_each_run_of_the_pool_once(bench_url: str, conn: psycop
         == [("run.claimed", pool + 10), ("run.succeeded", pool)]
 
 
-def load_runs(conn: psycopg.Connection, n: int, priority: int) -> None:
-    conn.execute("INSERT INTO runq.runs (created_at, updated_at, priority, tenant_id, kind)"
-                 " SELECT clock_timestamp(), now(), %s, 'bench', 'bench.cycle'"
-                 " FROM generate_series(1, %s)", (priority, n))
+def load_runs(conn: psycopg.Connection, n: int, priority: int, budget: str | None = None,
+              timeout: str | None = None) -> None:
+    """As bench/run.py's load_runq: the deadline created_at + timeout."""
+    conn.execute("INSERT INTO runq.runs (created_at, updated_at, priority, tenant_id, kind, budget,"
+                 " timeout, deadline)"
+                 " SELECT t, now(), %(p)s, 'bench', 'bench.cycle', %(b)s::jsonb, %(t)s::interval,"
+                 " t + %(t)s::interval"
+                 " FROM (SELECT g, clock_timestamp() AS t FROM generate_series(1, %(n)s) AS g"
+                 " OFFSET 0) AS s", {"p": priority, "n": n, "b": budget, "t": timeout})
+
+
+def test_ledger_writes_apply_to_each_clients_own_runs(bench_url: str, conn: psycopg.Connection) -> None:
+    # record_usage beside checkpoint: both must apply (a fenced call returns false and
+    # costs less), on running runs under their epoch, and usage sums exactly.
+    claimed_runs(conn, 200)
+    pgbench(bench_url, "record_usage_one.pgbench", CYCLES, clients=2, runs=200)
+    pgbench(bench_url, "checkpoint_one.pgbench", CYCLES, clients=2, runs=200)
+    assert conn.execute("SELECT type::text, count(*) FROM runq.run_events GROUP BY 1 ORDER BY 1").fetchall() \
+        == [("run.checkpointed", 2 * CYCLES), ("run.claimed", 200), ("run.usage", 2 * CYCLES)]
+    assert conn.execute("SELECT count(*) FILTER (WHERE status = 'running'),"
+                        " sum((usage ->> 'calls')::numeric), sum((usage ->> 'cost_usd')::numeric)::text"
+                        " FROM runq.runs").fetchone() == (200, 2 * CYCLES, "1.2300")
+    # Each client kept to its own share: runs 1-100 for client 0, 101-200 for client 1.
+    assert conn.execute("SELECT count(*) FROM runq.run_events AS e WHERE e.type = 'run.usage'"
+                        " AND e.run_id BETWEEN 1 AND 100").fetchone()[0] == CYCLES
+
+
+@pytest.mark.parametrize("script, types", [
+    ("cycle_runq.pgbench", [("run.claimed", 2 * CYCLES), ("run.succeeded", 2 * CYCLES)]),
+    ("cycle_turn_runq.pgbench", [("run.claimed", 2 * CYCLES), ("run.succeeded", 2 * CYCLES),
+                                 ("run.turn_started", 2 * CYCLES)]),
+])
+def test_cycles_of_runs_with_a_budget_and_a_timeout_complete_each_run(
+        bench_url: str, conn: psycopg.Connection, script: str, types: list[tuple[str, int]]) -> None:
+    # Part cost's limits are never reached: no gate and no deadline stops a run.
+    load_runs(conn, 2 * CYCLES + 10, priority=10, budget='{"cost_usd": 2.00, "input_tokens": 1000000}',
+              timeout="1 hour")
+    pgbench(bench_url, script, CYCLES, clients=2)
+    assert conn.execute("SELECT status::text, count(*) FROM runq.runs GROUP BY 1 ORDER BY 1").fetchall() \
+        == [("queued", 10), ("succeeded", 2 * CYCLES)]
+    assert conn.execute("SELECT e.type::text, count(*) FROM runq.run_events AS e"
+                        " JOIN runq.runs AS r ON r.run_id = e.run_id AND r.lease_epoch = e.epoch"
+                        " GROUP BY 1 ORDER BY 1").fetchall() == types
+    assert conn.execute("SELECT count(*) FROM runq.runs WHERE deadline = created_at + timeout"
+                        " AND budget IS NOT NULL").fetchone()[0] == 2 * CYCLES + 10
+
+
+def test_sweep_over_deadlines_none_due_changes_nothing(bench_url: str, conn: psycopg.Connection) -> None:
+    load_runs(conn, 100, priority=10, timeout="1 day")
+    load_runs(conn, 100, priority=10)
+    pgbench(bench_url, "sweep.pgbench", 5)
+    assert conn.execute("SELECT status::text, count(*), count(deadline) FROM runq.runs GROUP BY 1").fetchall() \
+        == [("queued", 200, 100)]
+    assert conn.execute("SELECT count(*) FROM runq.run_events").fetchone()[0] == 0
 
 
 def test_cpu_per_cycle_reports_each_queue(server_url: str) -> None:

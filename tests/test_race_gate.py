@@ -10,19 +10,29 @@ it has exactly one live run at a time, and both of its workers keep claiming
 from its class, so the two race on that one run. One sweeper thread loops
 runq.sweep with no pause at all, the backoff is set to a microsecond and
 leases are 2 ms, so a lease is reclaimed almost as soon as it lapses. Each
-worker loops claim -> heartbeat -> checkpoint -> begin_turn -> begin_tool ->
-end_tool -> complete, stopping at the first `false` (some workers pause at
-random between steps; some, after a `false`, make one more "zombie" write, as
-a buggy worker would, which must be refused too). Python records every claim
-and every call with what it returned; afterwards the event log, the run, its
-tool calls and the sweeper's returned rows are checked against that record,
-run by run. One iteration is one run driven to its terminal status.
+worker loops claim -> heartbeat -> checkpoint -> begin_turn -> record_usage
+(the model call's) -> begin_tool -> end_tool -> complete, stopping at the first
+`false` (some workers pause at random between steps; some, after a `false`,
+make one more "zombie" write, as a buggy worker would, which must be refused
+too; some record usage once more after their complete returned true, as a
+model bills the last tokens late). Python records every claim and every call
+with what it returned; afterwards the event log, the run, its tool calls and
+the sweeper's returned rows are checked against that record, run by run. One
+iteration is one run driven to its terminal status.
+
+The cost ledger: each record_usage sends random exact decimal amounts (some
+beyond a float's precision). Spend is a fact, so a usage call is recorded
+whatever it returns, from a fenced epoch or after the run finished too: the
+run's usage totals (runq.get_run) and the sum of its run.usage events must
+equal, exactly, the sum of every usage a worker sent, and each run.usage event
+must carry the epoch of the worker that sent it, in that worker's order.
 
 RUNQ_SOAK=1 raises the iterations from 2,000 (CI: at least 1,000 are required) to 100,000.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -31,11 +41,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Context, Decimal, Inexact
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 
 SOAK = os.environ.get("RUNQ_SOAK") == "1"
 ITERATIONS = 100_000 if SOAK else 2_000
@@ -45,9 +56,11 @@ MAX_ATTEMPTS = 4
 PAUSE_CHANCE = 0.15  # before each step, a worker may stall for up to PAUSE_MAX seconds
 PAUSE_MAX = 0.004
 ZOMBIE_CHANCE = 0.3  # after a false, a worker may make one more write anyway
+LATE_USAGE_CHANCE = 0.3  # after its complete returned true, a worker may record usage once more
 # Liveness guard only (a run that never reaches a terminal status must not hang CI).
 GIVE_UP_AFTER = max(600.0, ITERATIONS * 0.1)
 
+STEPS = ("heartbeat", "checkpoint", "begin_turn", "record_usage", "begin_tool", "end_tool", "complete")
 TERMINAL_EVENTS = ("run.succeeded", "run.failed", "run.cancelled")
 TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 # The event each worker call appends when it applies (heartbeats append nothing).
@@ -59,6 +72,8 @@ EVENT_OF_CALL = {
     "complete": "run.succeeded",
 }
 WORKER_EVENTS = set(EVENT_OF_CALL.values())
+# Logged for every record_usage, whatever it returns: not a transition of the run.
+LEDGER_EVENTS = {"run.fenced", "run.usage"}
 
 Connect = Callable[[], psycopg.Connection[Any]]
 
@@ -72,7 +87,35 @@ SQL = {
                    "idempotency => %s, args => %s)"),
     "end_tool": "SELECT runq.end_tool(run_id => %s, epoch => %s, call_id => %s, outcome => %s)",
     "complete": "SELECT runq.complete(run_id => %s, epoch => %s, result => %s)",
+    "record_usage": "SELECT runq.record_usage(run_id => %s, epoch => %s, usage => %s)",
 }
+
+Usage = dict[str, Decimal | int]
+# Sums and scalings in Python are exact too, or raise: a Decimal rounds to 28 digits by default.
+EXACT = Context(prec=400, traps=[Inexact])
+
+
+def usage_json(usage: Usage) -> str:
+    """JSON text of a usage, each amount written out exactly (json.dumps has no Decimal)."""
+    return "{" + ", ".join(f"{json.dumps(k)}: {format(v, 'f') if isinstance(v, Decimal) else v}"
+                           for k, v in usage.items()) + "}"
+
+
+def random_usage(rng: random.Random) -> Usage:
+    """What a model or tool call cost: a few keys, exact amounts. credits has up to 45
+    significant digits, which no float holds: a sum that went through one would show."""
+    usage: Usage = {"cost_usd": Decimal(rng.randrange(10**6)).scaleb(-6, EXACT)}
+    if rng.random() < 0.7:
+        usage["input_tokens"] = rng.randrange(5000)
+        usage["output_tokens"] = rng.randrange(2000)
+    if rng.random() < 0.2:
+        usage["credits"] = Decimal(rng.randrange(10**rng.randint(1, 45))).scaleb(-rng.randint(0, 25), EXACT)
+    return usage
+
+
+def add_usage(total: dict[str, Decimal], usage: dict[str, Any]) -> None:
+    for k, v in usage.items():
+        total[k] = EXACT.add(total.get(k, Decimal(0)), Decimal(v))
 
 
 def drive_reclaim_to_zero(conn: psycopg.Connection[Any]) -> None:
@@ -105,6 +148,11 @@ def call_args(name: str, run_id: int, epoch: int, worker: str) -> list[Any]:
     }[name]
 
 
+def loads_exactly(data: str | bytes) -> Any:
+    """jsonb as Python, numbers with a fraction as Decimal: the amounts exactly."""
+    return json.loads(data, parse_float=Decimal)
+
+
 # --------------------------------------------------------------------------
 # what the workers saw
 
@@ -118,8 +166,11 @@ class Claim:
     checkpoint: Any
     inputs: Any
     resumed: bool
-    # (call name, returned value, zombie?) in call order
+    # (call name, returned value, zombie?) in call order, record_usage calls included
     calls: list[tuple[str, Any, bool]] = field(default_factory=list)
+    # every record_usage of this epoch that returned, in call order: (usage, returned, when);
+    # when is "step", "zombie" (after a false) or "late" (after its complete returned true)
+    usages: list[tuple[Usage, Any, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -153,20 +204,28 @@ class Worker(threading.Thread):
             self.error = e
             self.stop.set()
 
-    def call(self, name: str, c: Claim) -> Any:
+    def call(self, name: str, c: Claim, when: str = "step") -> Any:
+        if name == "record_usage":
+            usage = random_usage(self.rng)
+            ok = self.conn.execute(SQL[name], [c.run_id, c.epoch, Jsonb(usage, dumps=usage_json)]).fetchone()[0]
+            c.usages.append((usage, ok, when))  # only once it returned: a call that raised recorded nothing
+            return ok
         return self.conn.execute(SQL[name], call_args(name, c.run_id, c.epoch, self.name)).fetchone()[0]
 
     def work(self, c: Claim) -> None:
-        for step in ("heartbeat", "checkpoint", "begin_turn", "begin_tool", "end_tool", "complete"):
+        for step in STEPS:
             if self.rng.random() < PAUSE_CHANCE:
                 time.sleep(self.rng.uniform(0, PAUSE_MAX))
             ok = self.call(step, c)
             c.calls.append((step, ok, False))
             if ok is not True:
                 if self.rng.random() < ZOMBIE_CHANCE:
-                    zombie = self.rng.choice(["heartbeat", "checkpoint", "begin_turn", "complete"])
-                    c.calls.append((zombie, self.call(zombie, c), True))
+                    zombie = self.rng.choice(["heartbeat", "checkpoint", "begin_turn", "complete",
+                                              "record_usage"])
+                    c.calls.append((zombie, self.call(zombie, c, "zombie"), True))
                 return
+        if self.rng.random() < LATE_USAGE_CHANCE:  # the run has finished: spend is still recorded
+            c.calls.append(("record_usage", self.call("record_usage", c, "late"), False))
 
     def loop(self) -> None:
         lane = self.lane
@@ -230,6 +289,7 @@ class Observed:
     lease_epoch: int
     attempts: int
     tools: dict[str, tuple[int, str, str]]  # call_id -> (epoch, status, idempotency)
+    usage: Any = None  # runq.get_run's usage: the run's totals
 
 
 @dataclass
@@ -243,6 +303,11 @@ class Tally:
     succeeded: int = 0
     dead_lettered: int = 0
     claims: int = 0
+    usage_calls: int = 0
+    usage_false: int = 0
+    usage_stale: int = 0  # returned false from an epoch a later claim had replaced
+    usage_zombie: int = 0
+    usage_late: int = 0  # after the worker's own complete returned true
 
 
 def check_run(run_id: int, obs: Observed, claims: list[Claim], sweeps: Counter[str], tally: Tally) -> list[str]:
@@ -254,12 +319,12 @@ def check_run(run_id: int, obs: Observed, claims: list[Claim], sweeps: Counter[s
     if len(by_epoch) != len(claims):
         say(f"two claims returned one epoch: {[(c.worker, c.epoch) for c in claims]}")
 
-    # exactly one terminal transition, and nothing but run.fenced after it
+    # exactly one terminal transition, and nothing but run.fenced and run.usage after it
     terminal = [i for i, t in enumerate(types) if t in TERMINAL_EVENTS]
     if len(terminal) != 1:
         say(f"{len(terminal)} terminal events: {types}")
     else:
-        after = [t for t in types[terminal[0] + 1:] if t != "run.fenced"]
+        after = [t for t in types[terminal[0] + 1:] if t not in LEDGER_EVENTS]
         if after:
             say(f"events after the terminal one: {after}")
         if types[terminal[0]].removeprefix("run.") != obs.status:
@@ -277,6 +342,7 @@ def check_run(run_id: int, obs: Observed, claims: list[Claim], sweeps: Counter[s
         say(f"lease_epoch {obs.lease_epoch}, attempts {obs.attempts} after {len(claimed)} claims")
 
     # every state-changing event belongs to the newest epoch; after run.fenced(e), nothing of epoch e
+    # (run.usage is no state change: it is logged for fenced epochs too, checked below)
     current = 0
     fenced: list[int] = []
     requeued: set[int] = set()
@@ -291,6 +357,8 @@ def check_run(run_id: int, obs: Observed, claims: list[Claim], sweeps: Counter[s
             if ep > current:
                 say(f"run.fenced of epoch {ep} before epoch {ep} was claimed")
             fenced.append(ep)
+        elif t == "run.usage":
+            continue
         else:
             if ep != current:
                 say(f"{t} of epoch {ep} after run.claimed of epoch {current}: {[(e, ty) for e, ty, _ in evs]}")
@@ -339,6 +407,35 @@ def check_run(run_id: int, obs: Observed, claims: list[Claim], sweeps: Counter[s
         if ep not in by_epoch:
             say(f"run.fenced of epoch {ep} that no worker held")
     tally.claims += len(claims)
+
+    # the ledger: every usage a worker sent is recorded, whatever the call returned, under the
+    # sender's epoch and in its order; the totals and the events' sum are the exact sum of them all
+    sent: dict[str, Decimal] = {}
+    for ep, c in sorted(by_epoch.items()):
+        logged_usage = [payload for e, t, payload in evs if e == ep and t == "run.usage"]
+        if logged_usage != [u for u, _, _ in c.usages]:
+            say(f"epoch {ep} ({c.worker}) sent usages {[(usage_json(u), ok, w) for u, ok, w in c.usages]} "
+                f"but its run.usage events hold {logged_usage}")
+        for u, ok, when in c.usages:
+            add_usage(sent, u)
+            tally.usage_calls += 1
+            tally.usage_false += ok is False
+            tally.usage_stale += ok is False and ep < len(claimed)
+            tally.usage_zombie += when == "zombie"
+            tally.usage_late += when == "late"
+            if when == "late" and ok is not False:
+                say(f"epoch {ep} ({c.worker}): record_usage after its complete returned {ok!r}")
+    strays = [(e, p) for e, t, p in evs if t == "run.usage" and e not in by_epoch]
+    if strays:
+        say(f"run.usage events of epochs no worker held: {strays}")
+    in_events: dict[str, Decimal] = {}
+    for _, t, payload in evs:
+        if t == "run.usage":
+            add_usage(in_events, payload)
+    if in_events != sent:
+        say(f"run.usage events sum to {in_events}, the workers sent {sent}")
+    if not isinstance(obs.usage, dict) or obs.usage != sent:
+        say(f"get_run usage {obs.usage!r}, the workers sent {sent}")
 
     # the outcome: one complete that returned true and its result, or the sweep's dead letter
     requeues = [ep for ep, t, _ in evs if t == "run.requeued"]
@@ -410,10 +507,10 @@ def observe(conn: psycopg.Connection[Any], run_ids: list[int]) -> dict[int, Obse
         chunk = run_ids[i:i + 2000]
         for r in conn.execute(
                 """
-                SELECT t.id, i.status, i.result, i.failure, i.lease_epoch, i.attempts
+                SELECT t.id, i.status, i.result, i.failure, i.lease_epoch, i.attempts, i.usage
                   FROM unnest(%s::bigint[]) AS t(id), LATERAL runq.get_run(run_id => t.id) AS i
                 """, [chunk]):
-            out[int(r[0])] = Observed([], r[1], r[2], r[3], int(r[4]), int(r[5]), {})
+            out[int(r[0])] = Observed([], r[1], r[2], r[3], int(r[4]), int(r[5]), {}, r[6])
         for r in conn.execute(
                 """
                 SELECT t.id, e.epoch, e.type, e.payload
@@ -478,6 +575,7 @@ def test_race_gate(conn: psycopg.Connection[Any], connect: Connect, capsys: pyte
         sweeps[run_id][action] += 1
     assert set(sweeps) <= set(run_ids)
 
+    set_json_loads(loads_exactly, conn)  # the usage amounts as Decimal, exactly
     observed = observe(conn, run_ids)
     tally = Tally()
     problems: list[str] = []
@@ -491,12 +589,16 @@ def test_race_gate(conn: psycopg.Connection[Any], connect: Connect, capsys: pyte
               f"{tally.fenced_events} fencings observed (run.fenced), {tally.false_returns} workers told false "
               f"({tally.heartbeat_false} by a heartbeat), {tally.fenced_by_reclaim} after a reclaim "
               f"({tally.fenced_by_other_worker} by the other worker), {tally.zombie_writes} zombie writes refused; "
-              f"{tally.succeeded} succeeded, {tally.dead_lettered} dead-lettered")
+              f"{tally.succeeded} succeeded, {tally.dead_lettered} dead-lettered; "
+              f"{tally.usage_calls} record_usage calls ({tally.usage_false} false: {tally.usage_stale} from "
+              f"a replaced epoch, {tally.usage_zombie} zombie, {tally.usage_late} after the run finished)")
 
     assert not problems, f"{len(problems)} violations (seed {seed}):\n" + "\n".join(problems[:40])
     # The gate proves nothing unless workers really lost runs to each other.
     assert tally.fenced_by_other_worker > 0, "no worker was ever fenced by the other: the race never happened"
     assert tally.fenced_events == tally.false_returns
+    # Nor the ledger unless usage came from replaced epochs and from finished runs.
+    assert tally.usage_stale > 0 and tally.usage_late > 0, tally
 
 
 def test_worker_paused_past_its_lease_is_fenced_and_the_new_holder_completes(
@@ -565,3 +667,55 @@ def test_worker_paused_past_an_unswept_lease_still_holds_the_run(
                         [run_id]).fetchone() == ("succeeded", {"by": "a"})
     assert [t for (t,) in conn.execute("SELECT type FROM runq.run_events(run_id => %s)", [run_id])] == [
         "run.created", "run.claimed", "run.succeeded"]
+
+
+def test_usage_of_a_fenced_epoch_and_of_a_finished_run_is_recorded(
+        conn: psycopg.Connection[Any], connect: Connect) -> None:
+    # The race gate's ledger rule, one interleaving spelled out: A's lease is reclaimed and B
+    # completes; A's usage (fenced) and B's after its complete still count, each under its
+    # sender's epoch, with one run.fenced per epoch. An epoch the run never had is refused.
+    drive_reclaim_to_zero(conn)
+    set_json_loads(loads_exactly, conn)
+    a, b = connect(), connect()
+    run_id = int(conn.execute("SELECT run_id FROM runq.submit(tenant_id => 'acme', kind => 'chat.turn', "
+                              "priority => 0)").fetchone()[0])
+
+    def record(worker: psycopg.Connection[Any], epoch: int, usage: Usage) -> Any:
+        return worker.execute(SQL["record_usage"], [run_id, epoch, Jsonb(usage, dumps=usage_json)]).fetchone()[0]
+
+    row = a.execute("SELECT epoch, lease_expires_at FROM runq.claim(classes => %s, worker_id => 'a', "
+                    "lease => %s)", [[0], timedelta(milliseconds=20)]).fetchone()
+    assert row is not None and int(row[0]) == 1
+    assert record(a, 1, {"cost_usd": Decimal("0.0123"), "input_tokens": 17}) is True
+    while not conn.execute("SELECT pg_catalog.clock_timestamp() > %s", [row[1]]).fetchone()[0]:
+        conn.execute("SELECT pg_catalog.pg_sleep(0.005)")
+    assert conn.execute("SELECT run_id, action FROM runq.sweep()").fetchall() == [(run_id, "requeued")]
+    claimed = None
+    for _ in range(1000):
+        claimed = b.execute("SELECT epoch, usage FROM runq.claim(classes => %s, worker_id => 'b', "
+                            "lease => %s)", [[0], timedelta(minutes=5)]).fetchone()
+        if claimed is not None:
+            break
+        b.execute("SELECT pg_catalog.pg_sleep(0.001)")
+    assert claimed is not None and int(claimed[0]) == 2
+    # The resumed attempt sees what the first spent (the claim's usage, here as psycopg parses it).
+    assert claimed[1] == {"cost_usd": 0.0123, "input_tokens": 17}
+
+    big = Decimal("123456789012345678901234567890.000000000000000000001")
+    assert record(a, 1, {"cost_usd": Decimal("0.0100"), "credits": big}) is False  # fenced: still spent
+    assert record(a, 1, {"output_tokens": 3}) is False                             # no second run.fenced
+    assert record(b, 2, {"cost_usd": Decimal("0.5"), "input_tokens": 0}) is True
+    assert b.execute(SQL["complete"], [run_id, 2, Jsonb({"by": "b"})]).fetchone()[0] is True
+    assert record(b, 2, {"cost_usd": Decimal("0.0000001")}) is False               # after the end
+    for never in (0, 3, -1):
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            record(b, never, {"cost_usd": Decimal(1)})
+
+    info = conn.execute("SELECT status, usage FROM runq.get_run(run_id => %s)", [run_id]).fetchone()
+    assert info == ("succeeded", {"cost_usd": Decimal("0.5223001"), "input_tokens": 17, "credits": big,
+                                  "output_tokens": 3})
+    evs = [(int(e), t) for e, t in conn.execute("SELECT epoch, type FROM runq.run_events(run_id => %s)",
+                                                [run_id]).fetchall()]
+    assert evs == [(0, "run.created"), (1, "run.claimed"), (1, "run.usage"), (1, "run.requeued"),
+                   (2, "run.claimed"), (1, "run.usage"), (1, "run.fenced"), (1, "run.usage"),
+                   (2, "run.usage"), (2, "run.succeeded"), (2, "run.usage"), (2, "run.fenced")]

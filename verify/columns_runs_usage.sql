@@ -9,9 +9,6 @@ BEGIN
     ASSERT (SELECT a.attnotnull FROM pg_catalog.pg_attribute AS a
              WHERE a.attrelid = 'runq.runs'::regclass AND a.attname = 'usage'),
         'runq.runs.usage may be NULL';
-    ASSERT (SELECT a.atttypid = 'runq.usage_amounts'::regtype FROM pg_catalog.pg_attribute AS a
-             WHERE a.attrelid = 'runq.runs'::regclass AND a.attname = 'budget'),
-        'runq.runs.budget is not of runq.usage_amounts';
 END $$;
 
 ROLLBACK;

@@ -5,7 +5,7 @@
 -- orphaned. Every scenario has its own priority class (33xx) and is decided
 -- before the next begins.
 BEGIN;
-SELECT plan(30);
+SELECT plan(32);
 
 \ir helpers/recovery.sql
 
@@ -140,6 +140,22 @@ UPDATE runq.runs SET queue_ttl = interval '1 hour' WHERE run_id = :r_rp;  -- fix
 SELECT ok(runq.redrive(:r_rp), 'a queue_ttl_expired run can be redriven');
 SELECT is(ARRAY(SELECT action FROM runq.sweep() WHERE run_id = :r_rp), ARRAY[]::text[],
           'the redriven run is inside a fresh queue_ttl window: the next sweep leaves it queued');
+
+-- ---------------------------------------------------------------------------
+-- Under a limit: the same for queue_ttl (a hand-on inside the sweep's
+-- statement could admit a parked run that statement was about to expire)
+-- ---------------------------------------------------------------------------
+SELECT runq.set_limit('tenant', 'ttl-limit', 1);
+SELECT run_id AS la FROM runq.submit(tenant_id => 'ttl-limit', kind => 'k', priority => 3398,
+                                     queue_ttl => interval '1 millisecond') \gset
+SELECT run_id AS lb FROM runq.submit(tenant_id => 'ttl-limit', kind => 'k', priority => 3398,
+                                     queue_ttl => interval '1 millisecond') \gset
+SELECT run_id AS lc FROM runq.submit(tenant_id => 'ttl-limit', kind => 'k', priority => 3398) \gset
+DO $$ BEGIN PERFORM pg_sleep(0.005); END $$;
+SELECT lives_ok('SELECT runq.sweep()', 'the sweep expires an admitted and a parked run of a limited tenant');
+SELECT results_eq(format('SELECT run_id, status::text, parked FROM runq.runs WHERE run_id IN (%s, %s, %s) ORDER BY run_id', :la, :lb, :lc),
+                  format($$VALUES (%s::bigint, 'failed', false), (%s, 'failed', true), (%s, 'queued', false)$$, :la, :lb, :lc),
+                  'both expired; the slot went to the run without a queue_ttl');
 
 SELECT * FROM finish();
 ROLLBACK;

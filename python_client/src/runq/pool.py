@@ -1173,4 +1173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m runq.pool` runs this file as __main__, a second copy of the
+    # module: its RunStopped would not be the one handlers import and catch.
+    from runq.pool import main as _main
+
+    sys.exit(_main())

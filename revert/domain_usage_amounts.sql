@@ -1,7 +1,0 @@
--- Revert runq:domain_usage_amounts from pg
-
-BEGIN;
-
-DROP DOMAIN runq.usage_amounts;
-
-COMMIT;
