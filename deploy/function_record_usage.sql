@@ -37,13 +37,21 @@ BEGIN
         PERFORM runq._bad_argument('epoch', 'given', record_usage.epoch);
     END IF;
 
-    UPDATE runq.runs AS r
-       SET usage = r.usage || (SELECT jsonb_object_agg(u.key, coalesce((r.usage -> u.key)::numeric, 0)
-                                                          + u.value::numeric)
-                                 FROM jsonb_each(record_usage.usage) AS u)
-     WHERE r.run_id = record_usage.run_id
-       AND record_usage.epoch BETWEEN 1 AND r.lease_epoch
-    RETURNING r.status = 'running' AND r.lease_epoch = record_usage.epoch INTO v_held;
+    -- One statement, as checkpoint's: the totals and the ledger's entry.
+    WITH added AS (
+        UPDATE runq.runs AS r
+           SET usage = r.usage || (SELECT jsonb_object_agg(u.key, coalesce((r.usage -> u.key)::numeric, 0)
+                                                              + u.value::numeric)
+                                     FROM jsonb_each(record_usage.usage) AS u)
+         WHERE r.run_id = record_usage.run_id
+           AND record_usage.epoch BETWEEN 1 AND r.lease_epoch
+        RETURNING r.run_id, r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT a.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now
+          FROM added AS a
+    )
+    SELECT a.held INTO v_held FROM added AS a;
     IF NOT FOUND THEN
         SELECT r.lease_epoch::bigint INTO v_epoch FROM runq.runs AS r WHERE r.run_id = record_usage.run_id;
         IF NOT FOUND THEN
@@ -55,8 +63,6 @@ BEGIN
             record_usage.epoch);
     END IF;
 
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    VALUES (record_usage.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now);
     IF v_held THEN
         RETURN true;
     END IF;
