@@ -280,12 +280,12 @@ def valid(index: str, value: str) -> str:
 
 
 BREAKAGES = [
-    pytest.param("function_heartbeat", *grant(HEARTBEAT, "PUBLIC"),
+    pytest.param("function_heartbeat@HEAD", *grant(HEARTBEAT, "PUBLIC"),
                  "EXECUTE is granted to {PUBLIC,runq_admin,runq_worker}", id="execute-public"),
-    pytest.param("function_heartbeat", *grant(HEARTBEAT, "runq_client"),
+    pytest.param("function_heartbeat@HEAD", *grant(HEARTBEAT, "runq_client"),
                  "EXECUTE is granted to {runq_admin,runq_client,runq_worker}",
                  id="execute-wrong-role"),
-    pytest.param("function_heartbeat", *reversed(grant(HEARTBEAT, "runq_admin")),
+    pytest.param("function_heartbeat@HEAD", *reversed(grant(HEARTBEAT, "runq_admin")),
                  "EXECUTE is granted to {runq_worker}, not to {runq_admin,runq_worker}",
                  id="execute-role-missing"),
     pytest.param("function_sweep@HEAD", *grant("runq.sweep(integer)", "pg_monitor"),
@@ -309,9 +309,9 @@ BREAKAGES = [
                  "CREATE FUNCTION runq.claim(integer) RETURNS integer LANGUAGE sql RETURN 1",
                  "DROP FUNCTION runq.claim(integer)",
                  "another function of that name", id="old-signature-left"),
-    pytest.param("function_submit@HEAD",
-                 "\\i revert/function_submit.sql", "\\i deploy/function_submit.sql",
-                 "its source lacks 'runq._check_identifier('", id="body-of-another-version"),
+    pytest.param("function_heartbeat@HEAD",
+                 "\\i revert/function_heartbeat.sql", "\\i deploy/function_heartbeat.sql",
+                 "its source lacks 'r.deadline > v_now'", id="body-of-another-version"),
     pytest.param("argument_checks",
                  *alter("runq._check_count(text, integer)", "STABLE", "IMMUTABLE"),
                  "volatility s, not i", id="volatility-of-one-of-several"),
