@@ -143,7 +143,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
@@ -213,7 +213,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;

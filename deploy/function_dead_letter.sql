@@ -38,7 +38,7 @@ BEGIN
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
                r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-               r.usage, r.budget::jsonb, r.deadline
+               r.usage, r.budget, r.deadline
           FROM runq.runs AS r
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC

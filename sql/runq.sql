@@ -7499,7 +7499,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
@@ -7569,7 +7569,7 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget::jsonb, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;
@@ -8771,7 +8771,7 @@ BEGIN
            r.priority::integer, r.attempts::integer, r.max_attempts::integer,
            r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
            r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-           r.usage, r.budget::jsonb, r.deadline
+           r.usage, r.budget, r.deadline
       INTO v_run
       FROM runq.runs AS r
      WHERE r.run_id = get_run.run_id;
@@ -8834,7 +8834,7 @@ BEGIN
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
                r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-               r.usage, r.budget::jsonb, r.deadline
+               r.usage, r.budget, r.deadline
           FROM runq.runs AS r
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC

@@ -3,5 +3,5 @@
 \set function 'runq.dead_letter(integer)'
 \set callers 'runq_admin'
 -- This version shows usage, budget and deadline.
-\set body 'r.budget::jsonb'
+\set body 'r.usage, r.budget, r.deadline'
 \ir lib/function.sql
