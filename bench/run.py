@@ -434,7 +434,7 @@ class Bench:
             "SELECT (SELECT count(*) FROM runq.runs WHERE status = 'running'),"
             f" (SELECT count(*) FROM runq.run_events WHERE type = '{event}'),"
             f" (SELECT count(*) FROM runq.run_events WHERE type NOT IN ('run.claimed', '{event}')),"
-            " (SELECT coalesce(sum((usage ->> 'calls')::bigint), 0) FROM runq.runs)")
+            " (SELECT coalesce(sum((usage ->> 'calls')::bigint), 0) FROM runq.run_usage)")
         running, logged, others, counted = (int(x) for x in row.split("|"))
         if running != runs or others or logged < tps * s.seconds / 2 \
                 or (call == "record_usage" and counted != logged):

@@ -11,7 +11,8 @@
 -- requires: argument_checks
 -- requires: function__swap_in
 -- requires: index_runs_parked
--- requires: columns_runs_usage
+-- requires: column_runs_budget
+-- requires: function__usage_totals
 -- requires: columns_runs_deadline
 
 BEGIN;
@@ -43,7 +44,8 @@ SET LOCAL statement_timeout = '10s';
 -- runs of other classes or kinds) and looks again. Its rows end with the
 -- run's deadline, budget and usage totals, so a worker knows its limits: a
 -- new result type, so the function is dropped and created again (its grants
--- and comment with it, below).
+-- and comment with it, below). A first claim (epoch 1) has spent nothing yet:
+-- only a resumed run's totals are read (runq.run_usage).
 -- What squawk warns of cannot happen: every call resolves to the new one,
 -- whose rows only gain columns at their end.
 -- squawk-ignore ban-drop-function
@@ -125,7 +127,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -143,7 +145,8 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget,
+           CASE WHEN c.lease_epoch > 1 THEN runq._usage_totals(c.run_id) ELSE '{}' END
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
@@ -195,7 +198,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -213,7 +216,8 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget,
+           CASE WHEN c.lease_epoch > 1 THEN runq._usage_totals(c.run_id) ELSE '{}' END
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;

@@ -2,7 +2,8 @@
 -- requires: table_runs
 -- requires: index_runs_dead_letter
 -- requires: type_run_info
--- requires: columns_runs_usage
+-- requires: column_runs_budget
+-- requires: table_run_usage
 -- requires: columns_runs_deadline
 -- requires: role_runq_admin
 -- requires: argument_checks
@@ -19,7 +20,7 @@ SET LOCAL statement_timeout = '10s';
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 --
 -- Reworked after v0.1.3: its rows end with the run's usage totals, budget
--- and deadline (runq.run_info gained them).
+-- and deadline (runq.run_info gained them); the totals from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql
@@ -38,8 +39,9 @@ BEGIN
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
                r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-               r.usage, r.budget, r.deadline
+               coalesce(u.usage, '{}'), r.budget, r.deadline
           FROM runq.runs AS r
+          LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC
          LIMIT dead_letter.max_runs;

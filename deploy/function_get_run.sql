@@ -1,7 +1,8 @@
 -- Deploy runq:function_get_run to pg
 -- requires: table_runs
 -- requires: type_run_info
--- requires: columns_runs_usage
+-- requires: column_runs_budget
+-- requires: table_run_usage
 -- requires: columns_runs_deadline
 -- requires: role_runq_client
 -- requires: role_runq_admin
@@ -18,7 +19,7 @@ SET LOCAL statement_timeout = '10s';
 -- runq._run_not_found, which every function that looks a run up shares.
 --
 -- Reworked after v0.1.3: its rows end with the run's usage totals, budget
--- and deadline (runq.run_info gained them).
+-- and deadline (runq.run_info gained them); the totals from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.get_run(run_id bigint)
     RETURNS runq.run_info
     LANGUAGE plpgsql
@@ -33,9 +34,10 @@ BEGIN
            r.priority::integer, r.attempts::integer, r.max_attempts::integer,
            r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
            r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-           r.usage, r.budget, r.deadline
+           coalesce(u.usage, '{}'), r.budget, r.deadline
       INTO v_run
       FROM runq.runs AS r
+      LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
      WHERE r.run_id = get_run.run_id;
     IF NOT FOUND THEN
         -- A NULL run_id matches nothing, and is reported here.

@@ -1,5 +1,5 @@
 -- Deploy runq:function_record_usage to pg
--- requires: columns_runs_usage
+-- requires: table_run_usage
 -- requires: domain_event_type
 -- requires: argument_check_usage
 -- requires: function__refuse
@@ -15,10 +15,12 @@ SET LOCAL statement_timeout = '10s';
 -- Spend is a fact, not a transition: it is added to the run's totals and
 -- logged (run.usage, under the caller's epoch) whoever holds the run now,
 -- also after the run finished. Only an epoch the run never had is refused:
--- no claim issued it, so no worker could have spent under it. One UPDATE of
--- the run (totals only: a HOT update, no index touched) and one event; the
--- row lock orders concurrent recorders, so the sums are exact. The answer is
--- the fence's: false when the caller no longer holds the run (one run.fenced).
+-- no claim issued it, so no worker could have spent under it. One statement:
+-- the run read (not written: KEY SHARE only keeps purge from deleting it
+-- meanwhile), its row of runq.run_usage added to (the upsert's row lock
+-- orders concurrent recorders, so the sums are exact), and the event. The
+-- answer is the fence's, as of the statement's snapshot: false when the
+-- caller no longer holds the run (one run.fenced).
 CREATE FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -37,21 +39,25 @@ BEGIN
         PERFORM runq._bad_argument('epoch', 'given', record_usage.epoch);
     END IF;
 
-    -- One statement, as checkpoint's: the totals and the ledger's entry.
-    WITH added AS (
-        UPDATE runq.runs AS r
-           SET usage = r.usage || (SELECT jsonb_object_agg(u.key, coalesce((r.usage -> u.key)::numeric, 0)
-                                                              + u.value::numeric)
-                                     FROM jsonb_each(record_usage.usage) AS u)
+    WITH run AS (
+        SELECT r.run_id, r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
+          FROM runq.runs AS r
          WHERE r.run_id = record_usage.run_id
            AND record_usage.epoch BETWEEN 1 AND r.lease_epoch
-        RETURNING r.run_id, r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
+           FOR KEY SHARE
+    ), added AS (
+        INSERT INTO runq.run_usage AS t (run_id, usage)
+        SELECT run.run_id, record_usage.usage FROM run
+            ON CONFLICT ON CONSTRAINT run_usage_pkey DO UPDATE
+           SET usage = t.usage || (SELECT jsonb_object_agg(u.key, coalesce((t.usage -> u.key)::numeric, 0)
+                                                                  + u.value::numeric)
+                                     FROM jsonb_each(excluded.usage) AS u)
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT a.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now
-          FROM added AS a
+        SELECT run.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now
+          FROM run
     )
-    SELECT a.held INTO v_held FROM added AS a;
+    SELECT run.held INTO v_held FROM run;
     IF NOT FOUND THEN
         SELECT r.lease_epoch::bigint INTO v_epoch FROM runq.runs AS r WHERE r.run_id = record_usage.run_id;
         IF NOT FOUND THEN

@@ -1,5 +1,5 @@
 -- Deploy runq:function_set_budget to pg
--- requires: columns_runs_usage
+-- requires: column_runs_budget
 -- requires: argument_check_usage
 -- requires: role_runq_admin
 

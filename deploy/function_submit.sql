@@ -9,7 +9,7 @@
 -- requires: role_runq_admin
 -- requires: argument_checks
 -- requires: argument_check_usage
--- requires: columns_runs_usage
+-- requires: column_runs_budget
 -- requires: columns_runs_deadline
 
 BEGIN;

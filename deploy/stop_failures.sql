@@ -1,5 +1,6 @@
 -- Deploy runq:stop_failures to pg
--- requires: columns_runs_usage
+-- requires: column_runs_budget
+-- requires: function__usage_totals
 -- requires: columns_runs_deadline
 
 BEGIN;
@@ -54,7 +55,7 @@ AS $$
                                          o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit'),
                        'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
                    || o.overrun
-              FROM (SELECT runq._budget_overrun((run).usage, (run).budget)) AS o (overrun)
+              FROM (SELECT runq._budget_overrun(runq._usage_totals((run).run_id), (run).budget)) AS o (overrun)
              WHERE o.overrun IS NOT NULL)
     END
 $$;

@@ -1,6 +1,6 @@
 -- Deploy runq:type_run_info to pg
 -- requires: type_run_info@v0.1.3
--- requires: columns_runs_usage
+-- requires: column_runs_budget
 -- requires: columns_runs_deadline
 
 BEGIN;

@@ -1,5 +1,5 @@
 -- Revert runq:function_purge from pg
--- (back to purge as v0.1.2 released it)
+-- (back to purge as v0.1.3 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: table_checkpoints
@@ -7,6 +7,7 @@
 -- requires: table_tool_calls
 -- requires: table_idempotency_keys
 -- requires: role_runq_admin
+-- requires: argument_checks
 -- requires: function_submit
 -- requires: index_run_events_fenced
 
@@ -35,6 +36,9 @@ SET LOCAL statement_timeout = '10s';
 -- is gone; each purge also deletes those orphans, found through the small
 -- run_events_fenced_key, rather than make the fenced path lock the run.
 -- Raises 22023 for bad arguments.
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks.
 CREATE OR REPLACE FUNCTION runq.purge(
     older_than     interval,
     max_runs       integer DEFAULT 1000,
@@ -49,18 +53,17 @@ DECLARE
     v_purged bigint;
     v_cutoff timestamptz;
 BEGIN
-    IF purge.older_than IS NULL OR purge.older_than < interval '0'
-       OR purge.older_than >= interval '1000 years' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('older_than must be at least 0 and under 1000 years, got %s',
-                             coalesce(purge.older_than::text, 'NULL'));
-    ELSIF purge.max_runs IS NULL OR purge.max_runs < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('max_runs must be at least 1, got %s',
-                             coalesce(purge.max_runs::text, 'NULL'));
-    ELSIF purge.include_failed IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'include_failed must be true or false, got NULL';
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    -- older_than may be 0 (everything finished so far), unlike a duration.
+    IF (CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
+                THEN true
+                ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
+                                        purge.older_than) END)
+       AND runq._check_count('max_runs', purge.max_runs)
+       AND (CASE WHEN purge.include_failed IS NOT NULL THEN true
+                ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END) THEN
     END IF;
     v_cutoff := clock_timestamp() - purge.older_than;
 
@@ -104,6 +107,6 @@ GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
 $c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
-Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs below 1, NULL include_failed).$c$;
+Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).$c$;
 
 COMMIT;

@@ -4695,7 +4695,7 @@ Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;
 
--- ==== deploy/function_purge.sql ====
+-- ==== deploy/function_purge@v0.1.3.sql ====
 
 -- Deploy runq:function_purge to pg
 -- requires: table_runs
@@ -5836,31 +5836,82 @@ COMMENT ON FUNCTION runq._check_usage(text, jsonb, boolean) IS
 
 COMMIT;
 
--- ==== deploy/columns_runs_usage.sql ====
+-- ==== deploy/column_runs_budget.sql ====
 
--- Deploy runq:columns_runs_usage to pg
+-- Deploy runq:column_runs_budget to pg
 -- requires: table_runs
 -- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
 
 BEGIN;
 
--- Constant defaults: stored in the catalog, no row rewritten (see
--- deploy/column_runs_parked.sql), so the lock is brief on any number of runs.
--- Plain jsonb, no domain: a new column of a domain with a CHECK makes
--- PostgreSQL rewrite the table to check every row's NULL against it. The
--- rule (runq._is_usage) is applied by the only writers, submit and
--- set_budget, through runq._check_usage.
+-- No default: a NULL column is stored in the catalog, no row rewritten, so
+-- the lock is brief on any number of runs. Plain jsonb, no domain: a new
+-- column of a domain with a CHECK makes PostgreSQL rewrite the table to check
+-- every row's NULL against it. The rule (runq._is_usage) is applied by the
+-- only writers, submit and set_budget, through runq._check_usage.
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
-ALTER TABLE runq.runs
-    ADD COLUMN usage jsonb NOT NULL DEFAULT '{}',
-    ADD COLUMN budget jsonb;
+ALTER TABLE runq.runs ADD COLUMN budget jsonb;
 
-COMMENT ON COLUMN runq.runs.usage IS
-    'What every attempt of the run recorded (runq.record_usage), summed per key as exact numerics; its run.usage events are the ledger.';
 COMMENT ON COLUMN runq.runs.budget IS
-    'Limits on usage across all attempts: begin_turn fails the run once a total reaches its limit. NULL: none.';
+    'Limits on usage across all attempts: begin_turn fails the run once a total (runq.run_usage) reaches its limit. NULL: none.';
+
+COMMIT;
+
+-- ==== deploy/table_run_usage.sql ====
+
+-- Deploy runq:table_run_usage to pg
+-- requires: table_runs
+-- Locks: SHARE ROW EXCLUSIVE on runq.runs for the foreign key (no row is read: the new table is empty), waiting at most 2 s for it.
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- A run's usage totals, one row per run that recorded any (runq.record_usage
+-- adds to it; none: no row, shown as {}). A table of its own, not a column of
+-- runs: a model call's usage then writes one narrow row with one index, where
+-- an update of runs checks the run's shape and opens each of its indexes,
+-- and often moves the row (totals grow) off a HOT chain into all of them.
+-- The run.usage events of runq.run_events are the ledger these sum.
+CREATE TABLE runq.run_usage (
+    run_id bigint NOT NULL PRIMARY KEY REFERENCES runq.runs (run_id),
+    usage  jsonb  NOT NULL
+);
+
+COMMENT ON TABLE runq.run_usage IS
+    'Usage totals of each run that recorded any (runq.record_usage), summed per key across all attempts as exact numerics; the run.usage events are the ledger.';
+
+COMMIT;
+
+-- ==== deploy/function__usage_totals.sql ====
+
+-- Deploy runq:function__usage_totals to pg
+-- requires: table_run_usage
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- A function, not a subquery, where a statement reads one run's totals only
+-- on some paths (claim for a resumed run, begin_turn for a run with a
+-- budget): a subquery's plan is started by every execution of its statement,
+-- a function call only when it is reached.
+CREATE FUNCTION runq._usage_totals(run_id bigint)
+    RETURNS jsonb
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN coalesce((SELECT u.usage FROM runq.run_usage AS u WHERE u.run_id = _usage_totals.run_id),
+                '{}'::jsonb);
+
+REVOKE ALL ON FUNCTION runq._usage_totals(bigint) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._usage_totals(bigint) IS
+    'Internal: the usage totals of a run, {} when it recorded none.';
 
 COMMIT;
 
@@ -5922,7 +5973,8 @@ RESET lock_timeout;
 -- ==== deploy/stop_failures.sql ====
 
 -- Deploy runq:stop_failures to pg
--- requires: columns_runs_usage
+-- requires: column_runs_budget
+-- requires: function__usage_totals
 -- requires: columns_runs_deadline
 
 BEGIN;
@@ -5977,7 +6029,7 @@ AS $$
                                          o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit'),
                        'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
                    || o.overrun
-              FROM (SELECT runq._budget_overrun((run).usage, (run).budget)) AS o (overrun)
+              FROM (SELECT runq._budget_overrun(runq._usage_totals((run).run_id), (run).budget)) AS o (overrun)
              WHERE o.overrun IS NOT NULL)
     END
 $$;
@@ -7367,7 +7419,8 @@ COMMIT;
 -- requires: argument_checks
 -- requires: function__swap_in
 -- requires: index_runs_parked
--- requires: columns_runs_usage
+-- requires: column_runs_budget
+-- requires: function__usage_totals
 -- requires: columns_runs_deadline
 
 BEGIN;
@@ -7399,7 +7452,8 @@ SET LOCAL statement_timeout = '10s';
 -- runs of other classes or kinds) and looks again. Its rows end with the
 -- run's deadline, budget and usage totals, so a worker knows its limits: a
 -- new result type, so the function is dropped and created again (its grants
--- and comment with it, below).
+-- and comment with it, below). A first claim (epoch 1) has spent nothing yet:
+-- only a resumed run's totals are read (runq.run_usage).
 -- What squawk warns of cannot happen: every call resolves to the new one,
 -- whose rows only gain columns at their end.
 -- squawk-ignore ban-drop-function
@@ -7481,7 +7535,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -7499,7 +7553,8 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget,
+           CASE WHEN c.lease_epoch > 1 THEN runq._usage_totals(c.run_id) ELSE '{}' END
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
@@ -7551,7 +7606,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -7569,7 +7624,8 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget,
+           CASE WHEN c.lease_epoch > 1 THEN runq._usage_totals(c.run_id) ELSE '{}' END
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;
@@ -8715,7 +8771,7 @@ COMMIT;
 
 -- Deploy runq:type_run_info to pg
 -- requires: type_run_info@v0.1.3
--- requires: columns_runs_usage
+-- requires: column_runs_budget
 -- requires: columns_runs_deadline
 
 BEGIN;
@@ -8739,7 +8795,8 @@ COMMIT;
 -- Deploy runq:function_get_run to pg
 -- requires: table_runs
 -- requires: type_run_info
--- requires: columns_runs_usage
+-- requires: column_runs_budget
+-- requires: table_run_usage
 -- requires: columns_runs_deadline
 -- requires: role_runq_client
 -- requires: role_runq_admin
@@ -8756,7 +8813,7 @@ SET LOCAL statement_timeout = '10s';
 -- runq._run_not_found, which every function that looks a run up shares.
 --
 -- Reworked after v0.1.3: its rows end with the run's usage totals, budget
--- and deadline (runq.run_info gained them).
+-- and deadline (runq.run_info gained them); the totals from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.get_run(run_id bigint)
     RETURNS runq.run_info
     LANGUAGE plpgsql
@@ -8771,9 +8828,10 @@ BEGIN
            r.priority::integer, r.attempts::integer, r.max_attempts::integer,
            r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
            r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-           r.usage, r.budget, r.deadline
+           coalesce(u.usage, '{}'), r.budget, r.deadline
       INTO v_run
       FROM runq.runs AS r
+      LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
      WHERE r.run_id = get_run.run_id;
     IF NOT FOUND THEN
         -- A NULL run_id matches nothing, and is reported here.
@@ -8798,7 +8856,8 @@ COMMIT;
 -- requires: table_runs
 -- requires: index_runs_dead_letter
 -- requires: type_run_info
--- requires: columns_runs_usage
+-- requires: column_runs_budget
+-- requires: table_run_usage
 -- requires: columns_runs_deadline
 -- requires: role_runq_admin
 -- requires: argument_checks
@@ -8815,7 +8874,7 @@ SET LOCAL statement_timeout = '10s';
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
 --
 -- Reworked after v0.1.3: its rows end with the run's usage totals, budget
--- and deadline (runq.run_info gained them).
+-- and deadline (runq.run_info gained them); the totals from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql
@@ -8834,8 +8893,9 @@ BEGIN
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
                r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-               r.usage, r.budget, r.deadline
+               coalesce(u.usage, '{}'), r.budget, r.deadline
           FROM runq.runs AS r
+          LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC
          LIMIT dead_letter.max_runs;
@@ -8912,7 +8972,7 @@ COMMIT;
 -- requires: role_runq_admin
 -- requires: argument_checks
 -- requires: argument_check_usage
--- requires: columns_runs_usage
+-- requires: column_runs_budget
 -- requires: columns_runs_deadline
 
 BEGIN;
@@ -9431,6 +9491,7 @@ COMMIT;
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__refuse
+-- requires: function__usage_totals
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
@@ -9465,7 +9526,7 @@ BEGIN
            AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
            AND NOT r.cancel_requested
            AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
-           AND (r.budget IS NULL OR runq._budget_overrun(r.usage, r.budget) IS NULL)  -- the gate
+           AND (r.budget IS NULL OR runq._budget_overrun(runq._usage_totals(r.run_id), r.budget) IS NULL)  -- the gate
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -9491,7 +9552,7 @@ COMMIT;
 -- ==== deploy/function_record_usage.sql ====
 
 -- Deploy runq:function_record_usage to pg
--- requires: columns_runs_usage
+-- requires: table_run_usage
 -- requires: domain_event_type
 -- requires: argument_check_usage
 -- requires: function__refuse
@@ -9507,10 +9568,12 @@ SET LOCAL statement_timeout = '10s';
 -- Spend is a fact, not a transition: it is added to the run's totals and
 -- logged (run.usage, under the caller's epoch) whoever holds the run now,
 -- also after the run finished. Only an epoch the run never had is refused:
--- no claim issued it, so no worker could have spent under it. One UPDATE of
--- the run (totals only: a HOT update, no index touched) and one event; the
--- row lock orders concurrent recorders, so the sums are exact. The answer is
--- the fence's: false when the caller no longer holds the run (one run.fenced).
+-- no claim issued it, so no worker could have spent under it. One statement:
+-- the run read (not written: KEY SHARE only keeps purge from deleting it
+-- meanwhile), its row of runq.run_usage added to (the upsert's row lock
+-- orders concurrent recorders, so the sums are exact), and the event. The
+-- answer is the fence's, as of the statement's snapshot: false when the
+-- caller no longer holds the run (one run.fenced).
 CREATE FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -9529,21 +9592,25 @@ BEGIN
         PERFORM runq._bad_argument('epoch', 'given', record_usage.epoch);
     END IF;
 
-    -- One statement, as checkpoint's: the totals and the ledger's entry.
-    WITH added AS (
-        UPDATE runq.runs AS r
-           SET usage = r.usage || (SELECT jsonb_object_agg(u.key, coalesce((r.usage -> u.key)::numeric, 0)
-                                                              + u.value::numeric)
-                                     FROM jsonb_each(record_usage.usage) AS u)
+    WITH run AS (
+        SELECT r.run_id, r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
+          FROM runq.runs AS r
          WHERE r.run_id = record_usage.run_id
            AND record_usage.epoch BETWEEN 1 AND r.lease_epoch
-        RETURNING r.run_id, r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
+           FOR KEY SHARE
+    ), added AS (
+        INSERT INTO runq.run_usage AS t (run_id, usage)
+        SELECT run.run_id, record_usage.usage FROM run
+            ON CONFLICT ON CONSTRAINT run_usage_pkey DO UPDATE
+           SET usage = t.usage || (SELECT jsonb_object_agg(u.key, coalesce((t.usage -> u.key)::numeric, 0)
+                                                                  + u.value::numeric)
+                                     FROM jsonb_each(excluded.usage) AS u)
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT a.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now
-          FROM added AS a
+        SELECT run.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now
+          FROM run
     )
-    SELECT a.held INTO v_held FROM added AS a;
+    SELECT run.held INTO v_held FROM run;
     IF NOT FOUND THEN
         SELECT r.lease_epoch::bigint INTO v_epoch FROM runq.runs AS r WHERE r.run_id = record_usage.run_id;
         IF NOT FOUND THEN
@@ -9574,7 +9641,7 @@ COMMIT;
 -- ==== deploy/function_set_budget.sql ====
 
 -- Deploy runq:function_set_budget to pg
--- requires: columns_runs_usage
+-- requires: column_runs_budget
 -- requires: argument_check_usage
 -- requires: role_runq_admin
 
@@ -9706,5 +9773,127 @@ SET LOCAL statement_timeout = '10s';
 COMMENT ON FUNCTION runq.release(bigint,bigint) IS
 $c$Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled; a run past its deadline fails with code deadline_exceeded. Returns true, or false when fenced.
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_purge.sql ====
+
+-- Deploy runq:function_purge to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_checkpoints
+-- requires: table_inputs
+-- requires: table_tool_calls
+-- requires: table_idempotency_keys
+-- requires: table_run_usage
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: function_submit
+-- requires: index_run_events_fenced
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators, on a timer, to keep runs from growing without end: runq
+-- itself never deletes a run. One statement deletes a batch of old finished
+-- runs with everything that hangs off them; callers repeat until it returns
+-- fewer than max_runs, so no call holds locks or bloats WAL for long.
+--
+-- Candidates are walked in run_id order through runs_pkey, not through an
+-- index on finished_at: such an index would cost every complete an index
+-- write, and old runs are the low run_ids anyway. The price: a call that
+-- finds fewer than max_runs has walked every run it keeps. Rows are taken
+-- FOR UPDATE SKIP LOCKED, so purges on several sessions split the work, and a
+-- failed run being redriven is left alone. The children go first in the same
+-- statement: the foreign keys into runs are NO ACTION, checked at its end.
+--
+-- Two paths can meet a run while it is purged. A submit repeating its
+-- idempotency key: submit was reworked with this change to take a purged key
+-- again. A stale worker's write, which logs run.fenced: run_events has no
+-- foreign key (a hot-path cost), so such an event can commit after its run
+-- is gone; each purge also deletes those orphans, found through the small
+-- run_events_fenced_key, rather than make the fenced path lock the run.
+-- Raises 22023 for bad arguments.
+--
+-- Reworked after v0.1.2: the arguments are checked by the shared checks of
+-- argument_checks.
+--
+-- Reworked after v0.1.3: a run's usage totals (runq.run_usage) go with it.
+-- runq.record_usage reads the run FOR KEY SHARE, so a purge skips a run
+-- whose usage is being recorded, and a record that waits for a purge finds
+-- no run (RQ003) instead of adding a row the purge did not see.
+CREATE OR REPLACE FUNCTION runq.purge(
+    older_than     interval,
+    max_runs       integer DEFAULT 1000,
+    include_failed boolean DEFAULT false)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_purged bigint;
+    v_cutoff timestamptz;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    -- older_than may be 0 (everything finished so far), unlike a duration.
+    IF (CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
+                THEN true
+                ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
+                                        purge.older_than) END)
+       AND runq._check_count('max_runs', purge.max_runs)
+       AND (CASE WHEN purge.include_failed IS NOT NULL THEN true
+                ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END) THEN
+    END IF;
+    v_cutoff := clock_timestamp() - purge.older_than;
+
+    WITH doomed AS (
+        SELECT r.run_id
+          FROM runq.runs AS r
+         WHERE (r.status IN ('succeeded', 'cancelled')
+                OR purge.include_failed AND r.status = 'failed')
+           AND r.finished_at < v_cutoff
+         ORDER BY r.run_id
+         LIMIT purge.max_runs
+           FOR UPDATE SKIP LOCKED
+    ), events AS (
+        -- = ANY of an array, not a join: a join to the batch would be
+        -- planned as a hash join over the whole event log.
+        DELETE FROM runq.run_events AS e WHERE e.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), checkpoints AS (
+        DELETE FROM runq.checkpoints AS c WHERE c.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), inputs AS (
+        DELETE FROM runq.inputs AS i WHERE i.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), tool_calls AS (
+        DELETE FROM runq.tool_calls AS t WHERE t.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), usage_totals AS (
+        DELETE FROM runq.run_usage AS u WHERE u.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), idempotency_keys AS (
+        DELETE FROM runq.idempotency_keys AS k
+         WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), orphans AS (
+        DELETE FROM runq.run_events AS e
+         WHERE e.type = 'run.fenced'
+           AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = e.run_id)
+    ), runs AS (
+        DELETE FROM runq.runs AS r WHERE r.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+        RETURNING r.run_id
+    )
+    SELECT count(*) INTO v_purged FROM runs;
+    RETURN v_purged;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
+
+COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).$c$;
 
 COMMIT;

@@ -1157,7 +1157,6 @@ CREATE TABLE runq.runs (
     result jsonb,
     failure runq.failure_record,
     question jsonb,
-    usage jsonb DEFAULT '{}'::jsonb NOT NULL,
     budget jsonb,
     timeout interval,
     deadline timestamp with time zone,
@@ -1181,9 +1180,7 @@ COMMENT ON COLUMN runq.runs.turns IS 'begin_turn calls over the run''s whole lif
 
 COMMENT ON COLUMN runq.runs.tools_begun IS 'begin_tool calls over the run''s whole life; with turns it decides zero work.';
 
-COMMENT ON COLUMN runq.runs.usage IS 'What every attempt of the run recorded (runq.record_usage), summed per key as exact numerics; its run.usage events are the ledger.';
-
-COMMENT ON COLUMN runq.runs.budget IS 'Limits on usage across all attempts: begin_turn fails the run once a total reaches its limit. NULL: none.';
+COMMENT ON COLUMN runq.runs.budget IS 'Limits on usage across all attempts: begin_turn fails the run once a total (runq.run_usage) reaches its limit. NULL: none.';
 
 COMMENT ON COLUMN runq.runs.timeout IS 'submit''s timeout: the run must be terminal this long after its submit (or after a redrive of a run that missed it). NULL: none.';
 
@@ -1209,7 +1206,7 @@ CREATE FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp wi
                                          o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit'),
                        'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
                    || o.overrun
-              FROM (SELECT runq._budget_overrun((run).usage, (run).budget)) AS o (overrun)
+              FROM (SELECT runq._budget_overrun(runq._usage_totals((run).run_id), (run).budget)) AS o (overrun)
              WHERE o.overrun IS NOT NULL)
     END
 $$;
@@ -1328,6 +1325,19 @@ END
 $$;
 
 COMMENT ON FUNCTION runq._taken(scope text, key text, up_to bigint) IS 'How many runs a key''s limit counts now (running, and queued but admitted), counted up to up_to.';
+
+CREATE TABLE runq.run_usage (
+    run_id bigint NOT NULL,
+    usage jsonb NOT NULL
+);
+
+COMMENT ON TABLE runq.run_usage IS 'Usage totals of each run that recorded any (runq.record_usage), summed per key across all attempts as exact numerics; the run.usage events are the ledger.';
+
+CREATE FUNCTION runq._usage_totals(run_id bigint) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN COALESCE((SELECT u.usage FROM runq.run_usage u WHERE (u.run_id = _usage_totals.run_id)), '{}'::jsonb);
+
+COMMENT ON FUNCTION runq._usage_totals(run_id bigint) IS 'Internal: the usage totals of a run, {} when it recorded none.';
 
 CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1448,7 +1458,7 @@ BEGIN
            AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
            AND NOT r.cancel_requested
            AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
-           AND (r.budget IS NULL OR runq._budget_overrun(r.usage, r.budget) IS NULL)  -- the gate
+           AND (r.budget IS NULL OR runq._budget_overrun(runq._usage_totals(r.run_id), r.budget) IS NULL)  -- the gate
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -1619,7 +1629,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -1637,7 +1647,8 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget,
+           CASE WHEN c.lease_epoch > 1 THEN runq._usage_totals(c.run_id) ELSE '{}' END
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     ELSE
@@ -1689,7 +1700,7 @@ BEGIN
          WHERE r.run_id = ANY (ARRAY(SELECT p.run_id FROM picked AS p))
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                   r.priority, r.payload, r.attempts, r.last_checkpoint,
-                  r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.usage
+                  r.ready_at, r.lease_expires_at, r.deadline, r.budget
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT c.run_id, c.lease_epoch, 'run.claimed',
@@ -1707,7 +1718,8 @@ BEGIN
                 THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
            CASE WHEN c.lease_epoch > 1
                 THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
-           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget, c.usage
+           c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget,
+           CASE WHEN c.lease_epoch > 1 THEN runq._usage_totals(c.run_id) ELSE '{}' END
       FROM claimed AS c
      ORDER BY c.priority, c.ready_at, c.run_id;
     END IF;
@@ -1840,8 +1852,9 @@ BEGIN
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
                r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-               r.usage, r.budget, r.deadline
+               coalesce(u.usage, '{}'), r.budget, r.deadline
           FROM runq.runs AS r
+          LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC
          LIMIT dead_letter.max_runs;
@@ -1990,9 +2003,10 @@ BEGIN
            r.priority::integer, r.attempts::integer, r.max_attempts::integer,
            r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
            r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-           r.usage, r.budget, r.deadline
+           coalesce(u.usage, '{}'), r.budget, r.deadline
       INTO v_run
       FROM runq.runs AS r
+      LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
      WHERE r.run_id = get_run.run_id;
     IF NOT FOUND THEN
         -- A NULL run_id matches nothing, and is reported here.
@@ -2176,6 +2190,8 @@ BEGIN
         DELETE FROM runq.inputs AS i WHERE i.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
     ), tool_calls AS (
         DELETE FROM runq.tool_calls AS t WHERE t.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), usage_totals AS (
+        DELETE FROM runq.run_usage AS u WHERE u.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
     ), idempotency_keys AS (
         DELETE FROM runq.idempotency_keys AS k
          WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
@@ -2192,7 +2208,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) IS 'Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+COMMENT ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) IS 'Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).';
 
 CREATE FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) RETURNS boolean
@@ -2210,21 +2226,25 @@ BEGIN
         PERFORM runq._bad_argument('epoch', 'given', record_usage.epoch);
     END IF;
 
-    -- One statement, as checkpoint's: the totals and the ledger's entry.
-    WITH added AS (
-        UPDATE runq.runs AS r
-           SET usage = r.usage || (SELECT jsonb_object_agg(u.key, coalesce((r.usage -> u.key)::numeric, 0)
-                                                              + u.value::numeric)
-                                     FROM jsonb_each(record_usage.usage) AS u)
+    WITH run AS (
+        SELECT r.run_id, r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
+          FROM runq.runs AS r
          WHERE r.run_id = record_usage.run_id
            AND record_usage.epoch BETWEEN 1 AND r.lease_epoch
-        RETURNING r.run_id, r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
+           FOR KEY SHARE
+    ), added AS (
+        INSERT INTO runq.run_usage AS t (run_id, usage)
+        SELECT run.run_id, record_usage.usage FROM run
+            ON CONFLICT ON CONSTRAINT run_usage_pkey DO UPDATE
+           SET usage = t.usage || (SELECT jsonb_object_agg(u.key, coalesce((t.usage -> u.key)::numeric, 0)
+                                                                  + u.value::numeric)
+                                     FROM jsonb_each(excluded.usage) AS u)
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT a.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now
-          FROM added AS a
+        SELECT run.run_id, record_usage.epoch, 'run.usage', record_usage.usage, v_now
+          FROM run
     )
-    SELECT a.held INTO v_held FROM added AS a;
+    SELECT run.held INTO v_held FROM run;
     IF NOT FOUND THEN
         SELECT r.lease_epoch::bigint INTO v_epoch FROM runq.runs AS r WHERE r.run_id = record_usage.run_id;
         IF NOT FOUND THEN
@@ -3082,6 +3102,9 @@ ALTER TABLE ONLY runq.pause_settings
 ALTER TABLE ONLY runq.run_events
     ADD CONSTRAINT run_events_pkey PRIMARY KEY (run_id, event_id);
 
+ALTER TABLE ONLY runq.run_usage
+    ADD CONSTRAINT run_usage_pkey PRIMARY KEY (run_id);
+
 ALTER TABLE ONLY runq.runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (run_id);
 
@@ -3131,6 +3154,9 @@ ALTER TABLE ONLY runq.idempotency_keys
 
 ALTER TABLE ONLY runq.inputs
     ADD CONSTRAINT inputs_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
+
+ALTER TABLE ONLY runq.run_usage
+    ADD CONSTRAINT run_usage_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
 
 ALTER TABLE ONLY runq.tool_calls
     ADD CONSTRAINT tool_calls_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
@@ -3230,6 +3256,8 @@ REVOKE ALL ON FUNCTION runq._stop_failure(run runq.runs, gated boolean, at times
 REVOKE ALL ON FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._taken(scope text, key text, up_to bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._usage_totals(run_id bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) TO runq_worker;

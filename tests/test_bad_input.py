@@ -514,17 +514,17 @@ VALUE_CASES: list[Case] = [
                                                           "\"zero\": 0}'"),
              check="SELECT r.usage = '{\"cost_usd\": 0.000000000000000000001, "
                    "\"tokens\": 100000000000000000000000000001, \"zero\": 0}'"
-                   " FROM runq.runs AS r WHERE r.run_id = %(r)s"),
+                   " FROM runq.run_usage AS r WHERE r.run_id = %(r)s"),
     accepted("record-usage-sql-and-unicode-keys", *v(
         "record_usage", usage="'{\"x''); DELETE FROM runq.runs; --\": 1, \"💸\": 2.5}'"),
              check="SELECT (r.usage ->> 'x''); DELETE FROM runq.runs; --')::numeric = 1"
-                   " AND (r.usage ->> '💸')::numeric = 2.5 FROM runq.runs AS r WHERE r.run_id = %(r)s"),
+                   " AND (r.usage ->> '💸')::numeric = 2.5 FROM runq.run_usage AS r WHERE r.run_id = %(r)s"),
     # Spend is a fact: usage of a finished run, or of one waiting for its user, is recorded.
     accepted("record-usage-failed-run", "SELECT runq.record_usage(%(f)s, %(e)s, '{\"cost_usd\": 0.25}')",
-             "failed", check="SELECT r.usage = '{\"cost_usd\": 0.25}' FROM runq.runs AS r"
+             "failed", check="SELECT r.usage = '{\"cost_usd\": 0.25}' FROM runq.run_usage AS r"
                              " WHERE r.run_id = %(f)s"),
     accepted("record-usage-waiting-run", "SELECT runq.record_usage(%(w)s, %(e)s, '{\"cost_usd\": 0.25}')",
-             "waiting", check="SELECT r.usage = '{\"cost_usd\": 0.25}' FROM runq.runs AS r"
+             "waiting", check="SELECT r.usage = '{\"cost_usd\": 0.25}' FROM runq.run_usage AS r"
                               " WHERE r.run_id = %(w)s"),
     # -- budgets: NULL or a non-empty object of non-negative numbers, in submit and set_budget
     *[rejected(f"{fn.replace('_', '-')}-budget-{name}", *v(fn, budget=f"'{doc}'"), "budget")

@@ -150,10 +150,12 @@ def test_upgrade_from_each_release_keeps_runs_and_reverts(released: str, clone) 
     # have no budget, no deadline and empty usage totals, to which they add.
     assert query(url, "SELECT outcome FROM runq.submit('up', 'k', '{\"x\": 1}',"
                       " idempotency_key => 'kept')") == ["duplicate"]
-    assert query(url, "SELECT DISTINCT usage, budget IS NULL, deadline IS NULL"
-                      " FROM runq.runs") == ["{}|t|t"]
+    assert query(url, "SELECT DISTINCT g.usage, g.budget IS NULL, g.deadline IS NULL"
+                      " FROM runq.runs AS r, runq.get_run(r.run_id) AS g") == ["{}|t|t"]
     assert query(url, "SELECT runq.record_usage(run_id, lease_epoch, '{\"cost_usd\": 0.5}')"
                       " FROM runq.runs WHERE session_id = 'ask'") == ["t"]
+    assert query(url, "SELECT g.usage FROM runq.runs AS r, runq.get_run(r.run_id) AS g"
+                      " WHERE r.session_id = 'ask'") == ['{"cost_usd": 0.5}']
     sqitch("revert", url, "--to", released, "-y")
     assert query(url, "SELECT count(*) FROM runq.runs") == [str(len(before))]
     sqitch("verify", url)

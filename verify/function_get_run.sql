@@ -2,6 +2,6 @@
 
 \set function 'runq.get_run(bigint)'
 \set callers 'runq_client runq_admin'
--- This version shows usage, budget and deadline.
-\set body 'r.usage, r.budget, r.deadline'
+-- This version shows usage (from runq.run_usage), budget and deadline.
+\set body 'LEFT JOIN runq.run_usage'
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.purge(interval, integer, boolean)'
 \set callers 'runq_admin'
--- This version checks its arguments with the shared checks of argument_checks.
-\set body 'runq._check_count('
+-- This version deletes the runs' usage totals.
+\set body 'DELETE FROM runq.run_usage'
 \ir lib/function.sql

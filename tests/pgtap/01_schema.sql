@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(377);
+SELECT plan(385);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -12,7 +12,7 @@ SELECT has_schema('runq');
 SELECT tables_are('runq',
     ARRAY['settings', 'runs', 'run_events', 'idempotency_keys',
           'checkpoints', 'inputs', 'tool_calls', 'limit_settings', 'limit_debts',
-          'pause_settings']);
+          'pause_settings', 'run_usage']);
 SELECT sequences_are('runq',
     ARRAY['progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
@@ -45,7 +45,7 @@ SELECT columns_are('runq', 'runs',
           'finished_at', 'lease', 'queue_ttl', 'attempts', 'max_attempts', 'turns',
           'tools_begun', 'priority', 'cancel_requested', 'status', 'recovery_policy',
           'tenant_id', 'session_id', 'kind', 'principal_id', 'lease_owner', 'payload',
-          'result', 'failure', 'question', 'parked', 'usage', 'budget', 'timeout', 'deadline']);
+          'result', 'failure', 'question', 'parked', 'budget', 'timeout', 'deadline']);
 SELECT columns_are('runq', 'run_events',
     ARRAY['run_id', 'event_id', 'epoch', 'created_at', 'type', 'payload']);
 SELECT columns_are('runq', 'idempotency_keys',
@@ -60,6 +60,7 @@ SELECT columns_are('runq', 'tool_calls',
 SELECT columns_are('runq', 'limit_settings', ARRAY['scope', 'key', 'max_running']);
 SELECT columns_are('runq', 'limit_debts', ARRAY['scope', 'key', 'debt']);
 SELECT columns_are('runq', 'pause_settings', ARRAY['scope', 'key', 'reason', 'paused_at']);
+SELECT columns_are('runq', 'run_usage', ARRAY['run_id', 'usage']);
 -- The composite types get_run and run_events return: the contract's columns.
 SELECT columns_are('runq', 'run_info',
     ARRAY['run_id', 'tenant_id', 'session_id', 'kind', 'status', 'priority', 'attempts',
@@ -107,10 +108,11 @@ INSERT INTO expected_columns VALUES
     ('runs', 'failure',              'runq.failure_record',                    false),
     ('runs', 'question',             'jsonb',                    false),
     ('runs', 'parked',               'boolean',                  true),
-    ('runs', 'usage',                'jsonb',                    true),
     ('runs', 'budget',               'jsonb',                    false),
     ('runs', 'timeout',              'interval',                 false),
     ('runs', 'deadline',             'timestamp with time zone', false),
+    ('run_usage', 'run_id',          'bigint',                   true),
+    ('run_usage', 'usage',           'jsonb',                    true),
     ('run_events', 'run_id',         'bigint',                   true),
     ('run_events', 'event_id',       'bigint',                   true),
     ('run_events', 'epoch',          'runq.epoch',                   true),
@@ -205,8 +207,6 @@ SELECT is((SELECT a.attgenerated::text FROM pg_catalog.pg_attribute AS a
 -- A run is admitted unless a limit or a pause parks it: the constant default
 -- (stored in the catalog, so adding the column rewrote no row).
 SELECT col_default_is('runq', 'runs', 'parked', 'false', 'runq.runs.parked defaults to false');
--- A run that recorded no usage has totals {}: a constant default too.
-SELECT col_default_is('runq', 'runs', 'usage', '{}'::jsonb, 'runq.runs.usage defaults to {}');
 
 -- ---------------------------------------------------------------------------
 -- Keys and constraints by name
@@ -226,11 +226,13 @@ SELECT col_is_unique('runq', 'limit_settings', ARRAY['scope', 'key'],
                      'limit settings are unique per (scope, key)');
 SELECT col_is_pk('runq', 'limit_debts', ARRAY['scope', 'key'], 'limit_debts is keyed by (scope, key)');
 SELECT col_is_pk('runq', 'pause_settings', ARRAY['scope', 'key'], 'pause_settings is keyed by (scope, key)');
+SELECT col_is_pk('runq', 'run_usage', 'run_id', 'run_usage is keyed by run_id: one row of totals a run');
 
 SELECT fk_ok('runq', 'idempotency_keys', 'run_id', 'runq', 'runs', 'run_id');
 SELECT fk_ok('runq', 'checkpoints', 'run_id', 'runq', 'runs', 'run_id');
 SELECT fk_ok('runq', 'inputs', 'run_id', 'runq', 'runs', 'run_id');
 SELECT fk_ok('runq', 'tool_calls', 'run_id', 'runq', 'runs', 'run_id');
+SELECT fk_ok('runq', 'run_usage', 'run_id', 'runq', 'runs', 'run_id');
 SELECT hasnt_fk('runq', 'run_events', 'run_events has no foreign key (no RI check on the hot path)');
 
 -- The exact set of CHECK constraints of each table.
@@ -252,7 +254,8 @@ SELECT is(
                          'tool_calls_uncertain_only_non_idempotent']),
     ('limit_settings', ARRAY['limit_settings_max_running_check', 'limit_settings_scope_check']),
     ('limit_debts', ARRAY['limit_debts_debt_check', 'limit_debts_scope_check']),
-    ('pause_settings', ARRAY['pause_settings_scope_check'])
+    ('pause_settings', ARRAY['pause_settings_scope_check']),
+    ('run_usage', ARRAY[]::text[])
   ) AS v(tbl, checks);
 -- runs' one CHECK casts each row's shape to a domain that carries the five
 -- run-state invariants (a domain's constraints are cached per session; a
@@ -284,6 +287,7 @@ SELECT indexes_are('runq', 'tool_calls', ARRAY['tool_calls_pkey']);
 SELECT indexes_are('runq', 'limit_settings', ARRAY['limit_settings_key']);
 SELECT indexes_are('runq', 'limit_debts', ARRAY['limit_debts_pkey']);
 SELECT indexes_are('runq', 'pause_settings', ARRAY['pause_settings_pkey']);
+SELECT indexes_are('runq', 'run_usage', ARRAY['run_usage_pkey']);
 
 SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, idx || ' is defined as designed')
   FROM (VALUES
@@ -455,17 +459,22 @@ SELECT lives_ok($$INSERT INTO runq.runs (tenant_id, kind, priority, queue_ttl, e
                   VALUES ('schema-t', 'k', 10, interval '1 hour', now() + interval '1 hour', now(), now())$$,
                 'a queue_ttl with its expires_at is accepted');
 
--- usage, budget, timeout: plain columns (a new column of a domain with a
--- CHECK would have rewritten runs); their rules are submit's and
--- set_budget's (25_usage_budget.sql). Usage totals are never NULL.
+-- budget, timeout: plain columns (a new column of a domain with a CHECK
+-- would have rewritten runs); their rules, and those of the usage totals,
+-- are submit's, set_budget's and record_usage's (25_usage_budget.sql).
+-- Totals are never NULL, and only of a run.
 SELECT lives_ok(format($$UPDATE runq.runs SET budget = '{"cost_usd": 2.00, "tokens": 0}', timeout = interval '1 hour',
-                                              deadline = created_at + interval '1 hour',
-                                              usage = '{"tokens": 12, "cost_usd": 0.5}'
+                                              deadline = created_at + interval '1 hour'
                           WHERE run_id = %s$$, :base_run),
-                'a budget, a timeout with its deadline and usage totals are stored');
-SELECT throws_ok(format($$UPDATE runq.runs SET usage = NULL WHERE run_id = %s$$, :base_run),
+                'a budget and a timeout with its deadline are stored');
+SELECT lives_ok(format($$INSERT INTO runq.run_usage VALUES (%s, '{"tokens": 12, "cost_usd": 0.5}')$$, :base_run),
+                'usage totals are stored');
+SELECT throws_ok(format($$UPDATE runq.run_usage SET usage = NULL WHERE run_id = %s$$, :base_run),
                  '23502', NULL, 'NULL usage totals are rejected');
-UPDATE runq.runs SET budget = NULL, timeout = NULL, deadline = NULL, usage = '{}' WHERE run_id = :base_run;
+SELECT throws_ok($$INSERT INTO runq.run_usage VALUES (-1, '{"tokens": 1}')$$,
+                 '23503', NULL, 'usage totals of no run are rejected');
+UPDATE runq.runs SET budget = NULL, timeout = NULL, deadline = NULL WHERE run_id = :base_run;
+DELETE FROM runq.run_usage WHERE run_id = :base_run;
 
 -- The state invariants.
 SELECT throws_ok(format('UPDATE runq.runs SET status = ''running'' WHERE run_id = %s', :base_run),

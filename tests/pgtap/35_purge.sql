@@ -12,14 +12,15 @@ SELECT plan(59);
 \ir helpers/recovery.sql
 
 -- How many rows runq holds for one run: runs, run_events, checkpoints,
--- inputs, tool_calls, idempotency_keys.
+-- inputs, tool_calls, idempotency_keys, run_usage.
 CREATE FUNCTION pg_temp.held(bigint) RETURNS bigint[] LANGUAGE sql AS $$
     SELECT ARRAY[(SELECT count(*) FROM runq.runs AS r WHERE r.run_id = $1),
                  (SELECT count(*) FROM runq.run_events AS e WHERE e.run_id = $1),
                  (SELECT count(*) FROM runq.checkpoints AS c WHERE c.run_id = $1),
                  (SELECT count(*) FROM runq.inputs AS i WHERE i.run_id = $1),
                  (SELECT count(*) FROM runq.tool_calls AS t WHERE t.run_id = $1),
-                 (SELECT count(*) FROM runq.idempotency_keys AS k WHERE k.run_id = $1)]
+                 (SELECT count(*) FROM runq.idempotency_keys AS k WHERE k.run_id = $1),
+                 (SELECT count(*) FROM runq.run_usage AS u WHERE u.run_id = $1)]
 $$;
 -- Everything runq keeps about some runs, as text, to compare before and after.
 CREATE FUNCTION pg_temp.state(bigint[]) RETURNS text LANGUAGE sql AS $$
@@ -30,7 +31,8 @@ CREATE FUNCTION pg_temp.state(bigint[]) RETURNS text LANGUAGE sql AS $$
         (SELECT json_agg(i ORDER BY i.run_id, i.seq)::text FROM runq.inputs AS i WHERE i.run_id = ANY ($1)),
         (SELECT json_agg(t ORDER BY t.run_id, t.call_id)::text FROM runq.tool_calls AS t WHERE t.run_id = ANY ($1)),
         (SELECT json_agg(k ORDER BY k.run_id, k.idempotency_key)::text FROM runq.idempotency_keys AS k
-          WHERE k.run_id = ANY ($1)))
+          WHERE k.run_id = ANY ($1)),
+        (SELECT json_agg(u ORDER BY u.run_id)::text FROM runq.run_usage AS u WHERE u.run_id = ANY ($1)))
 $$;
 
 -- fixture: start from no finished runs at all, so that the batch counts below
@@ -60,8 +62,11 @@ SELECT is(pg_temp.events(:r_full),
                 'run.tool_finished@1', 'run.waiting_for_user@1', 'run.input_delivered@1', 'run.claimed@2',
                 'run.succeeded@2', 'run.fenced@1'],
           'fixture: the run''s events, a run.fenced last');
-SELECT is(pg_temp.held(:r_full), ARRAY[1, 10, 1, 1, 1, 1]::bigint[],
-          'fixture: the run has a row, 10 events, a checkpoint, an input, a tool call and a key');
+-- fixture: usage totals, as runq.record_usage leaves them (its events are
+-- no different from the others here).
+INSERT INTO runq.run_usage (run_id, usage) VALUES (:r_full, '{"cost_usd": 0.5}');
+SELECT is(pg_temp.held(:r_full), ARRAY[1, 10, 1, 1, 1, 1, 1]::bigint[],
+          'fixture: the run has a row, 10 events, a checkpoint, an input, a tool call, a key and usage totals');
 SELECT results_eq($$SELECT run_id, outcome FROM runq.submit(tenant_id => 'pur', kind => 'k', payload => '{"n": 1}',
                       session_id => 'pur-1', priority => 3500, idempotency_key => 'pur-key-1')$$,
                   format($$VALUES (%s::bigint, 'duplicate'::text)$$, :r_full),
@@ -91,6 +96,7 @@ SELECT ok(runq.checkpoint(:r_running, :e, '{"step": 1}')
 SELECT epoch AS e FROM runq.claim(ARRAY[3503], lease => interval '1 hour') \gset
 SELECT is(runq.begin_tool(:r_running, :e, 'c1', 'send_mail', 'non_idempotent'), true,
           'fixture: claimed again, it starts a tool call');
+INSERT INTO runq.run_usage (run_id, usage) VALUES (:r_running, '{"cost_usd": 0.25}');
 SELECT run_id AS r_wait FROM runq.submit(tenant_id => 'pur', kind => 'k', session_id => 'pur-2',
                                          priority => 3504) \gset
 SELECT epoch AS e FROM runq.claim(ARRAY[3504], lease => interval '1 hour') \gset
@@ -168,18 +174,18 @@ SET ROLE runq_admin;
 SELECT runq.purge(interval '1 day', max_runs => 1) AS n \gset
 RESET ROLE;
 SELECT is(:n::bigint, 1::bigint, 'runq_admin purges; max_runs 1 deletes 1 run and returns 1');
-SELECT is(pg_temp.held(:r_full), ARRAY[0, 0, 0, 0, 0, 0]::bigint[],
-          'the lowest run_id went first: r_full, its events, checkpoint, input, tool call and key are gone');
+SELECT is(pg_temp.held(:r_full), ARRAY[0, 0, 0, 0, 0, 0, 0]::bigint[],
+          'the lowest run_id went first: r_full, its events, checkpoint, input, tool call, key and usage totals are gone');
 SELECT throws_ok(format('SELECT * FROM runq.run_events(%s)', :r_full), 'RQ003', NULL,
                  'the purged run is no longer found (RQ003)');
-SELECT is(pg_temp.held(:r_cancel), ARRAY[1, 2, 0, 0, 0, 1]::bigint[],
+SELECT is(pg_temp.held(:r_cancel), ARRAY[1, 2, 0, 0, 0, 1, 0]::bigint[],
           'the cancelled run, finished earlier but with a higher run_id, waits for the next batch');
-SELECT is(pg_temp.held(:r_plain), ARRAY[1, 3, 0, 0, 0, 0]::bigint[], 'r_plain is kept by the batch limit');
+SELECT is(pg_temp.held(:r_plain), ARRAY[1, 3, 0, 0, 0, 0, 0]::bigint[], 'r_plain is kept by the batch limit');
 
 SELECT is(runq.purge(interval '1 day', max_runs => 1), 1::bigint, 'the next batch of 1 deletes 1');
-SELECT is(pg_temp.held(:r_cancel), ARRAY[0, 0, 0, 0, 0, 0]::bigint[],
+SELECT is(pg_temp.held(:r_cancel), ARRAY[0, 0, 0, 0, 0, 0, 0]::bigint[],
           'a cancelled run is purged, with its events and key');
-SELECT is(pg_temp.held(:r_plain), ARRAY[1, 3, 0, 0, 0, 0]::bigint[], 'r_plain is still kept by the batch limit');
+SELECT is(pg_temp.held(:r_plain), ARRAY[1, 3, 0, 0, 0, 0, 0]::bigint[], 'r_plain is still kept by the batch limit');
 
 -- ---------------------------------------------------------------------------
 -- What is kept: recent, unfinished, failed by default; other runs' rows
@@ -188,7 +194,7 @@ SET ROLE runq_admin;
 SELECT runq.purge(interval '1 day') AS n \gset
 RESET ROLE;
 SELECT is(:n::bigint, 1::bigint, 'the default batch deletes the one old succeeded run left and returns 1');
-SELECT is(pg_temp.held(:r_plain), ARRAY[0, 0, 0, 0, 0, 0]::bigint[], 'r_plain is purged');
+SELECT is(pg_temp.held(:r_plain), ARRAY[0, 0, 0, 0, 0, 0, 0]::bigint[], 'r_plain is purged');
 SELECT is(runq.purge(interval '1 day'), 0::bigint, 'a repeat call returns 0');
 SELECT is(pg_temp.state(ARRAY[:r_failed]::bigint[]), (SELECT failed FROM kept),
           'an old failed run is kept by default, with its events');
@@ -196,7 +202,7 @@ SELECT is((SELECT status FROM runq.get_run(:r_failed)), 'failed', 'the failed ru
 SELECT is(pg_temp.state(ARRAY[:r_recent, :r_queued, :r_running, :r_wait]::bigint[]),
           (SELECT recent_and_active FROM kept),
           'the recent succeeded run and the queued, running and waiting runs are untouched, rows and all');
-SELECT is(pg_temp.held(:r_recent), ARRAY[1, 6, 1, 0, 1, 1]::bigint[],
+SELECT is(pg_temp.held(:r_recent), ARRAY[1, 6, 1, 0, 1, 1, 0]::bigint[],
           'the recent run keeps its events, checkpoint, tool call and key');
 SELECT results_eq($$SELECT run_id, outcome FROM runq.submit(tenant_id => 'pur', kind => 'k', priority => 3501,
                       idempotency_key => 'pur-key-2')$$,
@@ -208,14 +214,14 @@ SET ROLE runq_admin;
 SELECT runq.purge(interval '1 day', include_failed => true) AS n \gset
 RESET ROLE;
 SELECT is(:n::bigint, 1::bigint, 'include_failed: the old failed run is purged, returns 1');
-SELECT is(pg_temp.held(:r_failed), ARRAY[0, 0, 0, 0, 0, 0]::bigint[], 'include_failed: the failed run and its events are gone');
+SELECT is(pg_temp.held(:r_failed), ARRAY[0, 0, 0, 0, 0, 0, 0]::bigint[], 'include_failed: the failed run and its events are gone');
 SELECT is(runq.purge(interval '1 day', include_failed => true), 0::bigint, 'include_failed: a repeat call returns 0');
 
 -- ---------------------------------------------------------------------------
 -- older_than 0: finished runs of any age, never unfinished ones
 -- ---------------------------------------------------------------------------
 SELECT is(runq.purge(interval '0'), 1::bigint, 'older_than 0 purges the run that finished moments ago');
-SELECT is(pg_temp.held(:r_recent), ARRAY[0, 0, 0, 0, 0, 0]::bigint[],
+SELECT is(pg_temp.held(:r_recent), ARRAY[0, 0, 0, 0, 0, 0, 0]::bigint[],
           'older_than 0: the recent run, its checkpoint, tool call and key are gone');
 SELECT is(runq.purge(interval '0', 2147483647, true), 0::bigint,
           'older_than 0, include_failed, no limit: nothing unfinished is purged');
@@ -226,10 +232,10 @@ SELECT results_eq(format($$SELECT run_id, status::text FROM runq.runs WHERE run_
                   'of this file''s runs, exactly the queued, running and waiting ones remain');
 SELECT is(pg_temp.held(:r_running), (SELECT running_held FROM kept),
           'the running run keeps its events, checkpoint, input and started tool call');
-SELECT is(pg_temp.held(:r_running), ARRAY[1, 7, 1, 1, 1, 0]::bigint[],
-          'the running run: a row, 7 events, a checkpoint, an input, a tool call');
-SELECT is(pg_temp.held(:r_queued), ARRAY[1, 1, 0, 0, 0, 1]::bigint[], 'the queued run keeps its event and key');
-SELECT is(pg_temp.held(:r_wait), ARRAY[1, 3, 0, 0, 0, 0]::bigint[], 'the waiting run keeps its events');
+SELECT is(pg_temp.held(:r_running), ARRAY[1, 7, 1, 1, 1, 0, 1]::bigint[],
+          'the running run: a row, 7 events, a checkpoint, an input, a tool call, usage totals');
+SELECT is(pg_temp.held(:r_queued), ARRAY[1, 1, 0, 0, 0, 1, 0]::bigint[], 'the queued run keeps its event and key');
+SELECT is(pg_temp.held(:r_wait), ARRAY[1, 3, 0, 0, 0, 0, 0]::bigint[], 'the waiting run keeps its events');
 SELECT is((SELECT question FROM runq.get_run(:r_wait)), '{"q": "sure?"}'::jsonb,
           'the waiting run still waits for its answer');
 
