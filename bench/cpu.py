@@ -58,7 +58,7 @@ def runq_queue(name: str, limits: str = "") -> Queue:
     return Queue(name, "cycle_runq.pgbench", (
         *before,
         "TRUNCATE runq.runs, runq.run_events, runq.checkpoints, runq.inputs,"
-        " runq.tool_calls, runq.idempotency_keys",
+        " runq.tool_calls, runq.idempotency_keys CASCADE",
         "INSERT INTO runq.runs (created_at, updated_at, priority, tenant_id, kind)"
         f" SELECT clock_timestamp(), now(), 10, {tenant}, 'bench.cycle'"
         " FROM generate_series(1, %(supply)s) AS g",

@@ -109,7 +109,7 @@ class Bench:
         self.psql("TRUNCATE runq.runs, runq.run_events, runq.checkpoints, runq.inputs,"
                   " runq.tool_calls, runq.idempotency_keys, bench_minq,"
                   " bench_floor, bench_floor_events"
-                  " RESTART IDENTITY")
+                  " RESTART IDENTITY CASCADE")
         self.psql("SELECT runq.set_limit(scope, key, NULL) FROM runq.limits")
         self.psql("VACUUM ANALYZE runq.runs, runq.run_events, bench_minq,"
                   " bench_floor, bench_floor_events")

@@ -82,7 +82,7 @@ STEPS = 50 if SOAK else 30
 # The model never predicts a run_id (it learns each from submit), so identity
 # need not restart.
 RESET = ("DELETE FROM runq.run_events; DELETE FROM runq.inputs; DELETE FROM runq.checkpoints;"
-         " DELETE FROM runq.tool_calls; DELETE FROM runq.idempotency_keys;"
+         " DELETE FROM runq.tool_calls; DELETE FROM runq.idempotency_keys; DELETE FROM runq.run_usage;"
          " DELETE FROM runq.runs")
 # (tenant, session); the NULL session twice: it never blocks a submit.
 SESSIONS: list[tuple[str, str | None]] = [("acme", None), ("acme", "s1"), ("acme", "s2"),

@@ -100,3 +100,56 @@ def test_a_submit_that_met_a_purged_key_takes_it_again(connect: Connect) -> None
     assert outcome == "created" and run is not None and run != old, result
     assert admin.execute("SELECT run_id FROM runq.idempotency_keys WHERE idempotency_key = 'once'"
                          ).fetchone()[0] == run
+
+
+def usage_rows(conn: psycopg.Connection[Any], run: int) -> int:
+    return int(conn.execute("SELECT count(*) FROM runq.run_usage WHERE run_id = %s",
+                            [run]).fetchone()[0])
+
+
+def test_a_purge_skips_a_run_whose_usage_is_being_recorded(connect: Connect) -> None:
+    admin, worker = connect(), connect()
+    admin.autocommit = True
+    run = finished_run(admin)
+    # Spend after the end is recorded (a fenced call: false). Until it commits,
+    # its hold on the run keeps the purge away: no totals left of no run.
+    worker.autocommit = False
+    assert worker.execute("SELECT runq.record_usage(%s, 1, '{\"cost_usd\": 0.5}')",
+                          [run]).fetchone()[0] is False
+    assert purge(admin) == 0
+    worker.commit()
+    assert usage_rows(admin, run) == 1
+    assert purge(admin) == 1
+    assert usage_rows(admin, run) == 0 and events_of(admin, run) == []
+
+
+def test_usage_recorded_while_its_run_is_purged_finds_no_run(connect: Connect) -> None:
+    admin, purger, worker = connect(), connect(), connect()
+    admin.autocommit = worker.autocommit = True
+    run = finished_run(admin)
+    # The purge has deleted the run but not committed; the record waits for it,
+    # then finds no run: RQ003, as for any unknown run, and nothing is added.
+    purger.autocommit = False
+    assert purge(purger) == 1
+    raised: list[BaseException] = []
+
+    def record() -> None:
+        try:
+            worker.execute("SELECT runq.record_usage(%s, 1, '{\"cost_usd\": 0.5}')", [run])
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            raised.append(e)
+
+    thread = threading.Thread(target=record)
+    thread.start()
+    deadline = time.monotonic() + WAIT
+    pid = worker.info.backend_pid
+    while not admin.execute("SELECT EXISTS (SELECT FROM pg_catalog.pg_locks AS l"
+                            " WHERE l.pid = %s AND NOT l.granted)", [pid]).fetchone()[0]:
+        assert time.monotonic() < deadline, "the record never waited for the purge"
+        time.sleep(0.01)
+    purger.commit()
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    [error] = raised
+    assert isinstance(error, psycopg.Error) and error.sqlstate == "RQ003", error
+    assert usage_rows(admin, run) == 0

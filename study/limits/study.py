@@ -119,7 +119,7 @@ def reset() -> None:
     psql("DROP TRIGGER IF EXISTS runs_probe_parked ON runq.runs;"
          " DROP INDEX IF EXISTS runq.runs_running_tenant_idx, runq.runs_parked_idx;"
          " TRUNCATE runq.runs, runq.run_events, runq.checkpoints, runq.inputs,"
-         " runq.tool_calls, runq.idempotency_keys, study.key_counts RESTART IDENTITY")
+         " runq.tool_calls, runq.idempotency_keys, study.key_counts RESTART IDENTITY CASCADE")
     psql("VACUUM ANALYZE runq.runs, runq.run_events, study.key_counts")
 
 
