@@ -6,17 +6,22 @@ BEGIN;
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
--- A function, not a subquery, where a statement reads one run's totals only
--- on some paths (claim for a resumed run, begin_turn for a run with a
--- budget): a subquery's plan is started by every execution of its statement,
--- a function call only when it is reached.
+-- For claim, which reads a resumed run's totals only: a function call is
+-- made only when reached, where a subquery's plan is started by every
+-- execution of the claim. PL/pgSQL, not SQL: a SQL function's query is
+-- planned again on every call of the statement that calls it.
 CREATE FUNCTION runq._usage_totals(run_id bigint)
     RETURNS jsonb
-    LANGUAGE sql
+    LANGUAGE plpgsql
     STABLE
     PARALLEL SAFE
-RETURN coalesce((SELECT u.usage FROM runq.run_usage AS u WHERE u.run_id = _usage_totals.run_id),
-                '{}'::jsonb);
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN coalesce((SELECT u.usage FROM runq.run_usage AS u WHERE u.run_id = _usage_totals.run_id),
+                    '{}'::jsonb);
+END
+$$;
 
 REVOKE ALL ON FUNCTION runq._usage_totals(bigint) FROM PUBLIC;
 

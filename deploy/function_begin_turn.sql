@@ -2,7 +2,7 @@
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__refuse
--- requires: function__usage_totals
+-- requires: stop_failures
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
@@ -37,7 +37,7 @@ BEGIN
            AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
            AND NOT r.cancel_requested
            AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
-           AND (r.budget IS NULL OR runq._budget_overrun(runq._usage_totals(r.run_id), r.budget) IS NULL)  -- the gate
+           AND (r.budget IS NULL OR runq._budget_overrun(r.run_id, r.budget) IS NULL)  -- the gate
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)

@@ -3,6 +3,6 @@
 BEGIN;
 
 DROP FUNCTION runq._stop_failure(runq.runs, boolean, timestamptz);
-DROP FUNCTION runq._budget_overrun(jsonb, jsonb);
+DROP FUNCTION runq._budget_overrun(bigint, jsonb);
 
 COMMIT;

@@ -5896,17 +5896,22 @@ BEGIN;
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
--- A function, not a subquery, where a statement reads one run's totals only
--- on some paths (claim for a resumed run, begin_turn for a run with a
--- budget): a subquery's plan is started by every execution of its statement,
--- a function call only when it is reached.
+-- For claim, which reads a resumed run's totals only: a function call is
+-- made only when reached, where a subquery's plan is started by every
+-- execution of the claim. PL/pgSQL, not SQL: a SQL function's query is
+-- planned again on every call of the statement that calls it.
 CREATE FUNCTION runq._usage_totals(run_id bigint)
     RETURNS jsonb
-    LANGUAGE sql
+    LANGUAGE plpgsql
     STABLE
     PARALLEL SAFE
-RETURN coalesce((SELECT u.usage FROM runq.run_usage AS u WHERE u.run_id = _usage_totals.run_id),
-                '{}'::jsonb);
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN coalesce((SELECT u.usage FROM runq.run_usage AS u WHERE u.run_id = _usage_totals.run_id),
+                    '{}'::jsonb);
+END
+$$;
 
 REVOKE ALL ON FUNCTION runq._usage_totals(bigint) FROM PUBLIC;
 
@@ -5974,7 +5979,7 @@ RESET lock_timeout;
 
 -- Deploy runq:stop_failures to pg
 -- requires: column_runs_budget
--- requires: function__usage_totals
+-- requires: table_run_usage
 -- requires: columns_runs_deadline
 
 BEGIN;
@@ -5983,23 +5988,30 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 SET LOCAL search_path = pg_catalog, pg_temp;
 
--- The first key of a budget whose total has reached its limit (usage[k] >=
--- budget[k], a key not yet spent counting 0), as {key, limit, total}; NULL
--- when none has, or there is no budget. The keys in jsonb's own order, so
--- the key named is the same on every call.
-CREATE FUNCTION runq._budget_overrun(usage jsonb, budget jsonb)
+-- The first key of a run's budget whose total (runq.run_usage) has reached
+-- its limit (usage[k] >= budget[k], a key not yet spent counting 0), as
+-- {key, limit, total}; NULL when none has, or there is no budget. The keys
+-- in jsonb's own order, so the key named is the same on every call.
+-- PL/pgSQL, not SQL: begin_turn calls it for every turn of a run with a
+-- budget, and a SQL function's query is planned again on every call of the
+-- statement that calls it, where PL/pgSQL keeps its plan for the session.
+CREATE FUNCTION runq._budget_overrun(run_id bigint, budget jsonb)
     RETURNS jsonb
-    LANGUAGE sql
-    IMMUTABLE
+    LANGUAGE plpgsql
+    STABLE
     PARALLEL SAFE
-BEGIN ATOMIC
-    SELECT jsonb_build_object('key', b.key, 'limit', b.value,
-                              'total', coalesce(usage -> b.key, '0'::jsonb))
-      FROM jsonb_each(budget) WITH ORDINALITY AS b (key, value, n)
-     WHERE coalesce((usage -> b.key)::numeric, 0) >= b.value::numeric
-     ORDER BY b.n
-     LIMIT 1;
-END;
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT jsonb_build_object('key', b.key, 'limit', b.value,
+                                      'total', coalesce(u.usage -> b.key, '0'::jsonb))
+              FROM jsonb_each(_budget_overrun.budget) WITH ORDINALITY AS b (key, value, n)
+              LEFT JOIN runq.run_usage AS u ON u.run_id = _budget_overrun.run_id
+             WHERE coalesce((u.usage -> b.key)::numeric, 0) >= b.value::numeric
+             ORDER BY b.n
+             LIMIT 1);
+END
+$$;
 
 -- Why a held run must stop now, as its failure, deadline first: its deadline
 -- has passed (deadline_exceeded) or, for a gated call (begin_turn), a total
@@ -6029,16 +6041,16 @@ AS $$
                                          o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit'),
                        'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
                    || o.overrun
-              FROM (SELECT runq._budget_overrun(runq._usage_totals((run).run_id), (run).budget)) AS o (overrun)
+              FROM (SELECT runq._budget_overrun((run).run_id, (run).budget)) AS o (overrun)
              WHERE o.overrun IS NOT NULL)
     END
 $$;
 
-REVOKE ALL ON FUNCTION runq._budget_overrun(jsonb, jsonb), runq._stop_failure(runq.runs, boolean, timestamptz)
+REVOKE ALL ON FUNCTION runq._budget_overrun(bigint, jsonb), runq._stop_failure(runq.runs, boolean, timestamptz)
     FROM PUBLIC;
 
-COMMENT ON FUNCTION runq._budget_overrun(jsonb, jsonb) IS
-    'Internal: {key, limit, total} of the first budget key whose total reached its limit, or NULL.';
+COMMENT ON FUNCTION runq._budget_overrun(bigint, jsonb) IS
+    'Internal: {key, limit, total} of the first key of a run''s budget whose total (runq.run_usage) reached its limit, or NULL.';
 COMMENT ON FUNCTION runq._stop_failure(runq.runs, boolean, timestamptz) IS
     'Internal: the failure a held run stops with now: deadline_exceeded, or (gated: begin_turn) budget_exhausted; NULL when neither applies.';
 
@@ -9491,7 +9503,7 @@ COMMIT;
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__refuse
--- requires: function__usage_totals
+-- requires: stop_failures
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
@@ -9526,7 +9538,7 @@ BEGIN
            AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
            AND NOT r.cancel_requested
            AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
-           AND (r.budget IS NULL OR runq._budget_overrun(runq._usage_totals(r.run_id), r.budget) IS NULL)  -- the gate
+           AND (r.budget IS NULL OR runq._budget_overrun(r.run_id, r.budget) IS NULL)  -- the gate
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)

@@ -376,17 +376,22 @@ $$;
 
 COMMENT ON FUNCTION runq._bad_argument(argument text, expected text, got anyelement) IS 'Internal: raises 22023 "<argument> must be <expected>, got <got>". Never returns.';
 
-CREATE FUNCTION runq._budget_overrun(usage jsonb, budget jsonb) RETURNS jsonb
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    BEGIN ATOMIC
- SELECT jsonb_build_object('key', b.key, 'limit', b.value, 'total', COALESCE((_budget_overrun.usage -> b.key), '0'::jsonb)) AS jsonb_build_object
-    FROM jsonb_each(_budget_overrun.budget) WITH ORDINALITY b(key, value, n)
-   WHERE (COALESCE(((_budget_overrun.usage -> b.key))::numeric, (0)::numeric) >= (b.value)::numeric)
-   ORDER BY b.n
-  LIMIT 1;
-END;
+CREATE FUNCTION runq._budget_overrun(run_id bigint, budget jsonb) RETURNS jsonb
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (SELECT jsonb_build_object('key', b.key, 'limit', b.value,
+                                      'total', coalesce(u.usage -> b.key, '0'::jsonb))
+              FROM jsonb_each(_budget_overrun.budget) WITH ORDINALITY AS b (key, value, n)
+              LEFT JOIN runq.run_usage AS u ON u.run_id = _budget_overrun.run_id
+             WHERE coalesce((u.usage -> b.key)::numeric, 0) >= b.value::numeric
+             ORDER BY b.n
+             LIMIT 1);
+END
+$$;
 
-COMMENT ON FUNCTION runq._budget_overrun(usage jsonb, budget jsonb) IS 'Internal: {key, limit, total} of the first budget key whose total reached its limit, or NULL.';
+COMMENT ON FUNCTION runq._budget_overrun(run_id bigint, budget jsonb) IS 'Internal: {key, limit, total} of the first key of a run''s budget whose total (runq.run_usage) reached its limit, or NULL.';
 
 CREATE FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE
@@ -1206,7 +1211,7 @@ CREATE FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp wi
                                          o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit'),
                        'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
                    || o.overrun
-              FROM (SELECT runq._budget_overrun(runq._usage_totals((run).run_id), (run).budget)) AS o (overrun)
+              FROM (SELECT runq._budget_overrun((run).run_id, (run).budget)) AS o (overrun)
              WHERE o.overrun IS NOT NULL)
     END
 $$;
@@ -1326,16 +1331,15 @@ $$;
 
 COMMENT ON FUNCTION runq._taken(scope text, key text, up_to bigint) IS 'How many runs a key''s limit counts now (running, and queued but admitted), counted up to up_to.';
 
-CREATE TABLE runq.run_usage (
-    run_id bigint NOT NULL,
-    usage jsonb NOT NULL
-);
-
-COMMENT ON TABLE runq.run_usage IS 'Usage totals of each run that recorded any (runq.record_usage), summed per key across all attempts as exact numerics; the run.usage events are the ledger.';
-
 CREATE FUNCTION runq._usage_totals(run_id bigint) RETURNS jsonb
-    LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN COALESCE((SELECT u.usage FROM runq.run_usage u WHERE (u.run_id = _usage_totals.run_id)), '{}'::jsonb);
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN coalesce((SELECT u.usage FROM runq.run_usage AS u WHERE u.run_id = _usage_totals.run_id),
+                    '{}'::jsonb);
+END
+$$;
 
 COMMENT ON FUNCTION runq._usage_totals(run_id bigint) IS 'Internal: the usage totals of a run, {} when it recorded none.';
 
@@ -1458,7 +1462,7 @@ BEGIN
            AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
            AND NOT r.cancel_requested
            AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
-           AND (r.budget IS NULL OR runq._budget_overrun(runq._usage_totals(r.run_id), r.budget) IS NULL)  -- the gate
+           AND (r.budget IS NULL OR runq._budget_overrun(r.run_id, r.budget) IS NULL)  -- the gate
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -3029,6 +3033,13 @@ ALTER TABLE runq.run_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDENTI
     CACHE 1
 );
 
+CREATE TABLE runq.run_usage (
+    run_id bigint NOT NULL,
+    usage jsonb NOT NULL
+);
+
+COMMENT ON TABLE runq.run_usage IS 'Usage totals of each run that recorded any (runq.record_usage), summed per key across all attempts as exact numerics; the run.usage events are the ledger.';
+
 ALTER TABLE runq.runs ALTER COLUMN run_id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME runq.runs_run_id_seq
     START WITH 1
@@ -3175,7 +3186,7 @@ REVOKE ALL ON FUNCTION runq._backoff(attempts integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._bad_argument(argument text, expected text, got anyelement) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION runq._budget_overrun(usage jsonb, budget jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._budget_overrun(run_id bigint, budget jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[]) FROM PUBLIC;
 
