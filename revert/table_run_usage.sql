@@ -1,4 +1,5 @@
 -- Revert runq:table_run_usage from pg
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (its foreign key's triggers go with the table; no row is read), waiting at most 2 s for it.
 
 BEGIN;
 

@@ -18,6 +18,9 @@
 --                          per run and stale epoch.
 --   runq.idempotency_keys  Submit keys per (tenant_id, principal_id), with the
 --                          SHA-256 of the request each was first used for.
+--   runq.run_usage         A run's usage totals (runq.record_usage), one row per
+--                          run that recorded any; its run.usage events are the
+--                          ledger they sum.
 --   runq.checkpoints       A run's checkpoints; the newest goes to its next claim.
 --   runq.inputs            Inputs delivered to a waiting run, ordered with the
 --                          checkpoints by runq.progress_seq.
