@@ -482,6 +482,113 @@ CREATE FUNCTION runq._check_count(argument text, value integer) RETURNS boolean
 
 COMMENT ON FUNCTION runq._check_count(argument text, value integer) IS 'Internal: true when value is at least 1; else raises 22023 naming argument and value.';
 
+CREATE FUNCTION runq._cron_fields(argument text, cron text) RETURNS bigint[]
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    c_names constant text[] := ARRAY['minute', 'hour', 'day of month', 'month', 'day of week'];
+    c_lows constant integer[] := ARRAY[0, 0, 1, 1, 0];
+    c_highs constant integer[] := ARRAY[59, 23, 31, 12, 7];
+    c_ranges constant text[] := ARRAY['minutes from 0 to 59', 'hours from 0 to 23',
+                                      'days of month from 1 to 31', 'months from 1 to 12 or jan to dec',
+                                      'days of week from 0 to 7 or sun to sat'];
+    c_months constant text[] := ARRAY['jan', 'feb', 'mar', 'apr', 'may', 'jun',
+                                      'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+    c_days constant text[] := ARRAY['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+    v_shown constant text := quote_nullable(left(cron, 100));
+    v_fields text[];
+    v_masks bigint[] := ARRAY[0, 0, 0, 0, 0]::bigint[];
+    v_element text;
+    v_parts text[];
+    v_bounds integer[];
+    v_value text;
+    v_number integer;
+    v_step integer;
+    v_either boolean;
+BEGIN
+    v_fields := regexp_split_to_array(btrim(cron, E' \t\r\n'), E'\\s+');
+    IF cardinality(v_fields) IS DISTINCT FROM 5 THEN
+        PERFORM runq._bad_argument(argument,
+            'five fields: minute, hour, day of month, month and day of week', v_shown);
+    END IF;
+    FOR v_field IN 1 .. 5 LOOP
+        FOREACH v_element IN ARRAY string_to_array(v_fields[v_field], ',') LOOP
+            -- *, a value or a range; then an optional step
+            v_parts := regexp_match(lower(v_element),
+                                    '^(?:(\*)|([a-z0-9]+)(?:-([a-z0-9]+))?)(?:/([0-9]+))?$');
+            IF v_parts IS NULL THEN
+                PERFORM runq._bad_argument(argument,
+                    'a cron expression whose fields are lists of *, values and ranges, each with an optional /step',
+                    format('%s (%s %L)', v_shown, c_names[v_field], left(v_element, 50)));
+            END IF;
+            IF v_parts[1] IS NOT NULL THEN
+                v_bounds := ARRAY[c_lows[v_field], c_highs[v_field]];
+            ELSE
+                v_bounds := ARRAY[]::integer[];
+                FOREACH v_value IN ARRAY ARRAY[v_parts[2], v_parts[3]] LOOP
+                    CONTINUE WHEN v_value IS NULL;
+                    v_number := CASE
+                        WHEN v_value ~ '^[0-9]{1,9}$' THEN v_value::integer
+                        WHEN v_field = 4 THEN array_position(c_months, v_value)
+                        WHEN v_field = 5 THEN array_position(c_days, v_value) - 1
+                    END;
+                    IF v_number IS NULL OR v_number NOT BETWEEN c_lows[v_field] AND c_highs[v_field] THEN
+                        PERFORM runq._bad_argument(argument,
+                            'a cron expression with ' || c_ranges[v_field],
+                            format('%s (%s %L)', v_shown, c_names[v_field], left(v_element, 50)));
+                    END IF;
+                    v_bounds := v_bounds || v_number;
+                END LOOP;
+                IF cardinality(v_bounds) = 1 THEN
+                    -- a value alone is itself; with a step, the start of one to the end
+                    v_bounds := v_bounds || CASE WHEN v_parts[4] IS NULL THEN v_bounds[1]
+                                                 ELSE c_highs[v_field] END;
+                ELSIF v_bounds[2] < v_bounds[1] THEN
+                    PERFORM runq._bad_argument(argument,
+                        'a cron expression whose ranges run from low to high',
+                        format('%s (%s %L)', v_shown, c_names[v_field], left(v_element, 50)));
+                END IF;
+            END IF;
+            v_step := CASE WHEN v_parts[4] IS NULL THEN 1
+                           WHEN v_parts[4] ~ '^[0-9]{1,9}$' THEN v_parts[4]::integer END;
+            IF v_step IS NULL OR v_step NOT BETWEEN 1 AND c_highs[v_field] THEN
+                PERFORM runq._bad_argument(argument,
+                    format('a cron expression whose %s steps are from 1 to %s',
+                           c_names[v_field], c_highs[v_field]),
+                    format('%s (%s %L)', v_shown, c_names[v_field], left(v_element, 50)));
+            END IF;
+            -- Sunday is bit 0, whether given as 0 or as 7.
+            v_masks[v_field] := v_masks[v_field]
+                | (SELECT bit_or((1)::bigint << CASE WHEN v_field = 5 THEN v.v % 7 ELSE v.v END)
+                     FROM generate_series(v_bounds[1], v_bounds[2], v_step) AS v (v));
+        END LOOP;
+    END LOOP;
+    -- Vixie cron: a day field that starts with * does not restrict.
+    v_either := left(v_fields[3], 1) <> '*' AND left(v_fields[5], 1) <> '*';
+    -- Under the AND rule, a day can match only if some month has one of the
+    -- days of month (February having a 29th, every four years); under the OR
+    -- rule every month has every day of week.
+    IF NOT v_either AND NOT EXISTS (
+            SELECT FROM unnest(ARRAY[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]) WITH ORDINALITY
+                        AS l (days, month)
+             WHERE (v_masks[4] >> l.month::integer) & 1 = 1
+               AND v_masks[3] & (((1)::bigint << (l.days + 1)) - 2) <> 0) THEN
+        PERFORM runq._bad_argument(argument, 'a cron expression that can fire',
+            format('%s (none of its months has one of its days of month)', v_shown));
+    END IF;
+    RETURN v_masks || CASE WHEN v_either THEN (1)::bigint ELSE (0)::bigint END;
+END
+$_$;
+
+COMMENT ON FUNCTION runq._cron_fields(argument text, cron text) IS 'Internal: a five-field cron expression parsed into bit sets {minutes, hours, days of month, months, days of week, 1 when a day matches either day field (both restricted) else 0}. Raises 22023 naming argument and the element at fault for a bad expression or one that can never fire.';
+
+CREATE FUNCTION runq._check_cron(argument text, cron text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (runq._cron_fields(argument, cron) IS NOT NULL);
+
+COMMENT ON FUNCTION runq._check_cron(argument text, cron text) IS 'Internal: true when cron is a valid five-field cron expression that can fire; else raises 22023 naming argument and value.';
+
 CREATE FUNCTION runq._is_duration(value interval) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN ((value IS NULL) OR ((value > '00:00:00'::interval) AND (value < '1000 years'::interval)));
@@ -524,6 +631,12 @@ CREATE FUNCTION runq._check_object(argument text, value jsonb) RETURNS boolean
 
 COMMENT ON FUNCTION runq._check_object(argument text, value jsonb) IS 'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
 
+CREATE FUNCTION runq._check_timezone(argument text, timezone text) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN CASE WHEN (EXISTS (SELECT FROM pg_timezone_names z WHERE ((lower(z.name) = lower(_check_timezone.timezone)) AND (z.name <> ALL (ARRAY['localtime'::text, 'posixrules'::text, 'Factory'::text]))))) THEN true ELSE runq._bad_argument(argument, 'a time zone name such as UTC or Europe/Paris'::text, quote_nullable("left"(timezone, 100))) END;
+
+COMMENT ON FUNCTION runq._check_timezone(argument text, timezone text) IS 'Internal: true when timezone is a time zone name PostgreSQL knows (pg_timezone_names, any case); else raises 22023 naming argument and value.';
+
 CREATE FUNCTION runq._is_usage(value jsonb) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN ((jsonb_typeof(value) = 'object'::text) AND (value <> '{}'::jsonb) AND (NOT jsonb_path_exists(value, 'strict $.*?(@.type() != "number" || @ < 0)'::jsonpath, '{}'::jsonb, true)));
@@ -551,6 +664,109 @@ CREATE FUNCTION runq._counts_are_fresh() RETURNS boolean
     RETURN (current_setting('transaction_isolation'::text) = 'read committed'::text);
 
 COMMENT ON FUNCTION runq._counts_are_fresh() IS 'Whether a count taken after a lock sees every commit before it: under READ COMMITTED only.';
+
+CREATE FUNCTION runq._cron_next(cron text, timezone text, after timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    c_months_searched constant integer := 41 * 12;
+    v_fields constant bigint[] := runq._cron_fields('cron', cron);
+    v_minutes constant integer[] := ARRAY(SELECT m.m FROM generate_series(0, 59) AS m (m)
+                                          WHERE (v_fields[1] >> m.m) & 1 = 1 ORDER BY m.m);
+    v_hours constant integer[] := ARRAY(SELECT h.h FROM generate_series(0, 23) AS h (h)
+                                        WHERE (v_fields[2] >> h.h) & 1 = 1 ORDER BY h.h);
+    v_either constant boolean := v_fields[6] = 1;
+    v_after_utc timestamp;
+    v_start date;
+    v_first_month integer;
+    v_month_start date;
+    v_month_days integer;
+    v_month_dow integer;
+    v_days integer[];
+    v_day_of_month integer;
+    v_day date;
+    v_offset_before interval;
+    v_offset_after interval;
+    v_floor timestamp;
+    v_hour integer;
+    v_minute integer;
+    v_local timestamp;
+    v_at timestamptz;
+BEGIN
+    IF timezone IS NULL THEN
+        -- raises 22023, as create_schedule's check does; a name PostgreSQL
+        -- does not know raises its own 22023 at the first AT TIME ZONE
+        PERFORM runq._check_timezone('timezone', _cron_next.timezone);
+    END IF;
+    IF after IS NULL OR NOT isfinite(after) THEN
+        RETURN NULL;
+    END IF;
+    v_after_utc := after AT TIME ZONE 'UTC';
+    -- The local day before `after`'s: a fall back can bring a local time of
+    -- the day before back after it.
+    v_start := (after AT TIME ZONE _cron_next.timezone)::date - 1;
+    v_first_month := extract(year FROM v_start)::integer * 12 + extract(month FROM v_start)::integer - 1;
+    FOR v_month IN v_first_month .. v_first_month + c_months_searched - 1 LOOP
+        CONTINUE WHEN (v_fields[4] >> (v_month % 12 + 1)) & 1 = 0;
+        v_month_start := make_date(v_month / 12, v_month % 12 + 1, 1);
+        v_month_days := extract(day FROM v_month_start + interval '1 month' - interval '1 day')::integer;
+        v_month_dow := extract(dow FROM v_month_start)::integer;
+        -- The month's matching days, from v_start's day in its month.
+        v_days := ARRAY(
+            SELECT d.d FROM generate_series(CASE WHEN v_month = v_first_month
+                                                 THEN extract(day FROM v_start)::integer ELSE 1 END,
+                                            v_month_days) AS d (d)
+             WHERE CASE WHEN v_either
+                        THEN (v_fields[3] >> d.d) & 1 = 1 OR (v_fields[5] >> ((v_month_dow + d.d - 1) % 7)) & 1 = 1
+                        ELSE (v_fields[3] >> d.d) & 1 = 1 AND (v_fields[5] >> ((v_month_dow + d.d - 1) % 7)) & 1 = 1
+                   END
+             ORDER BY d.d);
+        FOREACH v_day_of_month IN ARRAY v_days LOOP
+            v_day := v_month_start + (v_day_of_month - 1);
+            v_offset_before := ((v_day - 1)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_next.timezone
+                               - (v_day - 1)::timestamp;
+            v_offset_after := ((v_day + 2)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_next.timezone
+                              - (v_day + 2)::timestamp;
+            -- No local time at or before the floor can be after `after`.
+            v_floor := v_after_utc + least(v_offset_before, v_offset_after);
+            CONTINUE WHEN (v_day + 1)::timestamp <= v_floor;
+            LOOP
+                -- The first matching local time of the day after the floor.
+                IF v_floor < v_day::timestamp THEN
+                    v_hour := v_hours[1];
+                    v_minute := v_minutes[1];
+                ELSE
+                    v_hour := extract(hour FROM v_floor)::integer;
+                    v_minute := (SELECT min(m.m) FROM unnest(v_minutes) AS m (m)
+                                  WHERE m.m > extract(minute FROM v_floor)::integer);
+                    IF v_minute IS NULL OR NOT v_hour = ANY (v_hours) THEN
+                        v_hour := (SELECT min(h.h) FROM unnest(v_hours) AS h (h) WHERE h.h > v_hour);
+                        v_minute := v_minutes[1];
+                    END IF;
+                END IF;
+                EXIT WHEN v_hour IS NULL;  -- none left this day
+                v_local := v_day + make_interval(hours => v_hour, mins => v_minute);
+                IF v_offset_before = v_offset_after THEN
+                    RETURN (v_local - v_offset_before) AT TIME ZONE 'UTC';
+                END IF;
+                -- A transition: the first occurrence of v_local, if it has one.
+                v_at := (SELECT min(c.at)
+                           FROM (VALUES ((v_local - v_offset_before) AT TIME ZONE 'UTC'),
+                                        ((v_local - v_offset_after) AT TIME ZONE 'UTC')) AS c (at)
+                          WHERE c.at AT TIME ZONE _cron_next.timezone = v_local);
+                IF v_at > after THEN
+                    RETURN v_at;
+                END IF;
+                v_floor := v_local;
+            END LOOP;
+        END LOOP;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+COMMENT ON FUNCTION runq._cron_next(cron text, timezone text, after timestamp with time zone) IS 'Internal: the first instant strictly after after whose local time in timezone matches cron: nonexistent local times skipped, repeated ones at their first occurrence; NULL when after is NULL or infinite or nothing matches within 41 years. Raises 22023 for a bad cron or time zone.';
 
 CREATE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamp with time zone) RETURNS void
     LANGUAGE sql
@@ -3207,6 +3423,10 @@ REVOKE ALL ON FUNCTION runq._is_count(value integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_count(argument text, value integer) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._cron_fields(argument text, cron text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._check_cron(argument text, cron text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._is_duration(value interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_duration(argument text, value interval) FROM PUBLIC;
@@ -3221,6 +3441,8 @@ REVOKE ALL ON FUNCTION runq._check_names(argument text, value text[]) FROM PUBLI
 
 REVOKE ALL ON FUNCTION runq._check_object(argument text, value jsonb) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._check_timezone(argument text, timezone text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._is_usage(value jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_usage(argument text, value jsonb, optional boolean) FROM PUBLIC;
@@ -3228,6 +3450,8 @@ REVOKE ALL ON FUNCTION runq._check_usage(argument text, value jsonb, optional bo
 REVOKE ALL ON FUNCTION runq._checkpoint_state(run_id bigint, seq bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._counts_are_fresh() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._cron_next(cron text, timezone text, after timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamp with time zone) FROM PUBLIC;
 

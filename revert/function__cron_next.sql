@@ -1,0 +1,10 @@
+-- Revert runq:function__cron_next from pg
+
+BEGIN;
+
+DROP FUNCTION runq._cron_next(text, text, timestamptz);
+DROP FUNCTION runq._check_timezone(text, text);
+DROP FUNCTION runq._check_cron(text, text);
+DROP FUNCTION runq._cron_fields(text, text);
+
+COMMIT;
