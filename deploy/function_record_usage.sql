@@ -16,8 +16,10 @@ SET LOCAL statement_timeout = '10s';
 -- logged (run.usage, under the caller's epoch) whoever holds the run now,
 -- also after the run finished. Only an epoch the run never had is refused:
 -- no claim issued it, so no worker could have spent under it. One statement:
--- the run read (not written: KEY SHARE only keeps purge from deleting it
--- meanwhile), its row of runq.run_usage added to (the upsert's row lock
+-- the run read (not written: KEY SHARE keeps purge from deleting it
+-- meanwhile, and pickers that lock FOR UPDATE SKIP LOCKED step over it for
+-- as long, as they did over the UPDATE of runs it replaced), its row of
+-- runq.run_usage added to (the upsert's row lock
 -- orders concurrent recorders, so the sums are exact), and the event. The
 -- answer is the fence's, as of the statement's snapshot: false when the
 -- caller no longer holds the run (one run.fenced).

@@ -13,8 +13,11 @@ SET LOCAL statement_timeout = '10s';
 -- an update of runs checks the run's shape and opens each of its indexes,
 -- and often moves the row (totals grow) off a HOT chain into all of them.
 -- The run.usage events of runq.run_events are the ledger these sum.
+-- ON DELETE CASCADE: a record that commits after a purge's snapshot but
+-- before its row lock adds a row the purge's own DELETE cannot see; the
+-- cascade, run with a fresh snapshot, takes it with the run.
 CREATE TABLE runq.run_usage (
-    run_id bigint NOT NULL PRIMARY KEY REFERENCES runq.runs (run_id),
+    run_id bigint NOT NULL PRIMARY KEY REFERENCES runq.runs (run_id) ON DELETE CASCADE,
     usage  jsonb  NOT NULL
 );
 

@@ -5876,8 +5876,11 @@ SET LOCAL statement_timeout = '10s';
 -- an update of runs checks the run's shape and opens each of its indexes,
 -- and often moves the row (totals grow) off a HOT chain into all of them.
 -- The run.usage events of runq.run_events are the ledger these sum.
+-- ON DELETE CASCADE: a record that commits after a purge's snapshot but
+-- before its row lock adds a row the purge's own DELETE cannot see; the
+-- cascade, run with a fresh snapshot, takes it with the run.
 CREATE TABLE runq.run_usage (
-    run_id bigint NOT NULL PRIMARY KEY REFERENCES runq.runs (run_id),
+    run_id bigint NOT NULL PRIMARY KEY REFERENCES runq.runs (run_id) ON DELETE CASCADE,
     usage  jsonb  NOT NULL
 );
 
@@ -9581,8 +9584,10 @@ SET LOCAL statement_timeout = '10s';
 -- logged (run.usage, under the caller's epoch) whoever holds the run now,
 -- also after the run finished. Only an epoch the run never had is refused:
 -- no claim issued it, so no worker could have spent under it. One statement:
--- the run read (not written: KEY SHARE only keeps purge from deleting it
--- meanwhile), its row of runq.run_usage added to (the upsert's row lock
+-- the run read (not written: KEY SHARE keeps purge from deleting it
+-- meanwhile, and pickers that lock FOR UPDATE SKIP LOCKED step over it for
+-- as long, as they did over the UPDATE of runs it replaced), its row of
+-- runq.run_usage added to (the upsert's row lock
 -- orders concurrent recorders, so the sums are exact), and the event. The
 -- answer is the fence's, as of the statement's snapshot: false when the
 -- caller no longer holds the run (one run.fenced).

@@ -3386,7 +3386,7 @@ ALTER TABLE ONLY runq.inputs
     ADD CONSTRAINT inputs_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
 
 ALTER TABLE ONLY runq.run_usage
-    ADD CONSTRAINT run_usage_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
+    ADD CONSTRAINT run_usage_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY runq.tool_calls
     ADD CONSTRAINT tool_calls_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);

@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(385);
+SELECT plan(386);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -233,6 +233,9 @@ SELECT fk_ok('runq', 'checkpoints', 'run_id', 'runq', 'runs', 'run_id');
 SELECT fk_ok('runq', 'inputs', 'run_id', 'runq', 'runs', 'run_id');
 SELECT fk_ok('runq', 'tool_calls', 'run_id', 'runq', 'runs', 'run_id');
 SELECT fk_ok('runq', 'run_usage', 'run_id', 'runq', 'runs', 'run_id');
+SELECT is((SELECT c.confdeltype::text FROM pg_catalog.pg_constraint AS c
+            WHERE c.conrelid = 'runq.run_usage'::regclass AND c.contype = 'f'),
+          'c', 'a run''s usage totals go with it (ON DELETE CASCADE): a purge cannot miss one recorded meanwhile');
 SELECT hasnt_fk('runq', 'run_events', 'run_events has no foreign key (no RI check on the hot path)');
 
 -- The exact set of CHECK constraints of each table.
