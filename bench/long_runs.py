@@ -3,7 +3,7 @@
 
     bench/long_runs.py                         1,000 runs of 5 minutes
     bench/long_runs.py --runs 1000 5000        one size after the other (make bench-long)
-    bench/long_runs.py --runs 20 --minutes 0.3 --sleep 1 3    a smoke run
+    bench/long_runs.py --runs 20 --minutes 0.5 --sleep 1 3    a smoke run
 
 For each size: a database of its own (runq_long_<pid>_<N>, dropped at the
 end, with track_functions = 'pl'), N runs submitted in one statement, then

@@ -237,14 +237,16 @@ def test_instructions_per_cycle_reports_each_queue() -> None:
 
 
 def test_long_runs_holds_its_runs(server_url: str, tmp_path: Path) -> None:
-    # bench/long_runs.py in small: 20 runs for 18 s in one worker process,
+    # bench/long_runs.py in small: 20 runs for 30 s in one worker process,
     # steps every 1-3 s; every run succeeds on its first lease, and the
-    # figures are read from the server.
+    # figures are read from the server. 30 s, not less: the window must hold
+    # a heartbeat (every 10 s) whose function counts the server has flushed,
+    # which PostgreSQL 15 may hold back for up to 10 s after a beat.
     out = subprocess.run([sys.executable, str(BENCH / "long_runs.py"), "--runs", "20",
-                          "--minutes", "0.3", "--sleep", "1", "3",
+                          "--minutes", "0.5", "--sleep", "1", "3",
                           "--out", str(tmp_path / "long_runs.md")],
                          env={**os.environ, "RUNQ_DATABASE_URL": server_url},
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=90)
     assert out.returncode == 0, out.stdout + out.stderr
     assert (tmp_path / "long_runs.md").read_text().strip() == out.stdout.strip()
     rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
@@ -252,7 +254,7 @@ def test_long_runs_holds_its_runs(server_url: str, tmp_path: Path) -> None:
     assert rows["runs succeeded"] == "20 / 20", out.stdout
     assert rows["leases lost (run.fenced + run.requeued)"] == "0", out.stdout
     assert rows["claims"] == "20", out.stdout
-    assert 20 * 4 <= int(rows["steps written (begin_turn + checkpoint)"]) <= 20 * 18, out.stdout
+    assert 20 * 7 <= int(rows["steps written (begin_turn + checkpoint)"]) <= 20 * 30, out.stdout
     assert 1 <= int(rows["max server connections of the worker"]) <= 6, out.stdout
     assert int(rows["heartbeat_many calls in the window"]) >= 1, out.stdout
     assert rows["run heartbeats in the window (calls x runs)"] \
