@@ -6,6 +6,8 @@
 -- requires: argument_checks
 -- requires: admission
 -- requires: columns_runs_deadline
+-- requires: column_runs_schedule
+-- requires: index_runs_schedule_active
 
 BEGIN;
 
@@ -23,6 +25,11 @@ SET LOCAL statement_timeout = '10s';
 -- Reworked after v0.1.3: the run is admitted or parked when limits or
 -- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
 -- deadline_exceeded, or whose deadline has passed, gets a fresh window.
+--
+-- Reworked for schedules: a run a schedule created is refused while that
+-- schedule has another non-terminal run, by runs_schedule_active_key as the
+-- session's run is by runs_session_active_key; the unique violation names
+-- its index, and the RQ002 names the schedule and its live run.
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -36,10 +43,12 @@ DECLARE
     v_tenant   text;
     v_session  text;
     v_failure  jsonb;
+    v_schedule text;
     v_active   bigint;
+    v_index    text;
 BEGIN
-    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
-      INTO v_status, v_tenant, v_session, v_failure
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule
+      INTO v_status, v_tenant, v_session, v_failure, v_schedule
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id
        FOR UPDATE;
@@ -64,6 +73,17 @@ BEGIN
                                THEN v_now + r.timeout ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
+        GET STACKED DIAGNOSTICS v_index = CONSTRAINT_NAME;
+        IF v_index = 'runs_schedule_active_key' THEN
+            SELECT r.run_id INTO v_active
+              FROM runq.runs AS r
+             WHERE r.schedule = v_schedule
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('schedule %s already has active run %s', v_schedule, v_active),
+                DETAIL = format('Run %s holds the schedule''s one non-terminal run.', v_active),
+                HINT = 'Redrive once that run has finished.';
+        END IF;
         SELECT r.run_id INTO v_active
           FROM runq.runs AS r
          WHERE r.tenant_id = v_tenant AND r.session_id = v_session
@@ -95,6 +115,6 @@ GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
 
 COMMENT ON FUNCTION runq.redrive(bigint, text) IS
 $c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
-Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
+Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;

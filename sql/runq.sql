@@ -8578,109 +8578,6 @@ COMMENT ON FUNCTION runq._deliver_input(bigint, jsonb, timestamptz) IS
 
 COMMIT;
 
--- ==== deploy/function_redrive.sql ====
-
--- Deploy runq:function_redrive to pg
--- requires: table_runs
--- requires: table_run_events
--- requires: index_runs_session_active
--- requires: role_runq_admin
--- requires: argument_checks
--- requires: admission
--- requires: columns_runs_deadline
-
-BEGIN;
-
-SET LOCAL lock_timeout = '2s';
-SET LOCAL statement_timeout = '10s';
-
--- Called by operators to take a run out of the dead letter. Locks the run.
--- The session rule still holds: the partial unique index refuses the requeue
--- when the session has another active run, and that becomes RQ002.
--- Raises RQ002, RQ003, RQ004 (not failed).
---
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
---
--- Reworked after v0.1.3: the run is admitted or parked when limits or
--- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
--- deadline_exceeded, or whose deadline has passed, gets a fresh window.
-CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
-    RETURNS boolean
-    LANGUAGE plpgsql
-    VOLATILE
-    SECURITY DEFINER
-    SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_now      timestamptz := clock_timestamp();
-    v_status   text;
-    v_tenant   text;
-    v_session  text;
-    v_failure  jsonb;
-    v_active   bigint;
-BEGIN
-    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
-      INTO v_status, v_tenant, v_session, v_failure
-      FROM runq.runs AS r
-     WHERE r.run_id = redrive.run_id
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        -- A NULL run_id matches nothing, and is reported here.
-        PERFORM runq._run_not_found(redrive.run_id);
-    ELSIF v_status <> 'failed' THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ004',
-            MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
-            HINT = 'Only a run in the dead letter can be redriven.';
-    END IF;
-
-    BEGIN
-        UPDATE runq.runs AS r
-           SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
-               scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
-               -- a fresh queue_ttl window, or a run that expired would expire again
-               expires_at = v_now + r.queue_ttl,
-               -- missed its deadline, or its deadline has passed since: a fresh
-               -- window (else the next sweep would fail it again at once)
-               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
-                               THEN v_now + r.timeout ELSE r.deadline END
-         WHERE r.run_id = redrive.run_id;
-    EXCEPTION WHEN unique_violation THEN
-        SELECT r.run_id INTO v_active
-          FROM runq.runs AS r
-         WHERE r.tenant_id = v_tenant AND r.session_id = v_session
-           AND r.status IN ('queued', 'running', 'waiting_for_user');
-        RAISE EXCEPTION USING ERRCODE = 'RQ002',
-            MESSAGE = format('session %s of tenant %s already has active run %s',
-                             v_session, v_tenant, v_active),
-            DETAIL = format('Run %s holds the session''s one active slot.', v_active),
-            HINT = 'Redrive once that run has finished.';
-    END;
-
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT r.run_id, r.lease_epoch, 'run.redriven',
-           jsonb_strip_nulls(jsonb_build_object('reason', redrive.reason,
-                                                'previous_failure', v_failure)),
-           v_now
-      FROM runq.runs AS r
-     WHERE r.run_id = redrive.run_id;
-    -- Back in the queue from the dead letter, it needs admitting when limits
-    -- or pauses are set (deploy/admission.sql).
-    PERFORM runq._requeued(redrive.run_id, false);
-    PERFORM pg_notify('runq', '');
-    RETURN true;
-END
-$$;
-
-REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
-
-COMMENT ON FUNCTION runq.redrive(bigint, text) IS
-$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
-Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
-
-COMMIT;
-
 -- ==== deploy/index_runs_ready.sql ====
 
 -- Deploy runq:index_runs_ready to pg
@@ -10231,5 +10128,793 @@ COMMENT ON FUNCTION runq._check_timezone(text, text) IS
     'Internal: true when timezone is a time zone name PostgreSQL knows (pg_timezone_names, any case); else raises 22023 naming argument and value.';
 COMMENT ON FUNCTION runq._cron_next(text, text, timestamptz) IS
     'Internal: the first instant strictly after after whose local time in timezone matches cron: nonexistent local times skipped, repeated ones at their first occurrence; NULL when after is NULL or infinite or nothing matches within 41 years. Raises 22023 for a bad cron or time zone.';
+
+COMMIT;
+
+-- ==== deploy/table_schedule_settings.sql ====
+
+-- Deploy runq:table_schedule_settings to pg
+-- requires: schema_runq
+-- requires: domain_identifier
+-- requires: domain_json_object
+-- requires: domain_priority_class
+-- requires: domain_attempt_limit
+-- requires: domain_recovery_policy
+-- requires: domain_duration
+-- Locks: none on a table in use: it creates runq.schedule_settings and its index, both new.
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- One row per schedule, written by runq.create_schedule and runq.drop_schedule
+-- and advanced by runq.tick (DESIGN.md "Schedules"); runq.schedules is the
+-- view of it. The run fields (tenant_id .. timeout) are what each run the
+-- schedule creates gets, as runq.submit would store them; every column a run
+-- takes over has the domain of its runs column, so a schedule cannot hold a
+-- value a run may not.
+--   * next_slot: the first slot not yet handled. tick takes the schedules
+--     whose next_slot has come, from the head of schedule_settings_due_idx,
+--     so a tick with nothing due reads one index page however many schedules
+--     exist. 'infinity' for a cron expression that no longer matches any
+--     local time (runq._schedule_after): never due.
+--   * last_slot: the newest slot handled (created, skipped or missed);
+--     last_run_id: the newest run a slot created. No foreign key: purge
+--     deletes finished runs, and a schedule's history must not stop it.
+--   * created_at: the origin of an every schedule's slots,
+--     created_at + k * every (k >= 1), counted in UTC (runq._every_slot).
+-- Exactly one of cron and every, as create_schedule checks first (22023);
+-- the CHECK holds it for any other writer.
+CREATE TABLE runq.schedule_settings (
+    created_at       timestamptz          NOT NULL,
+    next_slot        timestamptz          NOT NULL,
+    last_slot        timestamptz,
+    last_run_id      bigint,
+    every            runq.duration,
+    queue_ttl        runq.duration,
+    timeout          runq.duration,
+    max_attempts     runq.attempt_limit   NOT NULL,
+    priority         runq.priority_class  NOT NULL,
+    name             runq.identifier      PRIMARY KEY,
+    tenant_id        runq.identifier      NOT NULL,
+    kind             runq.identifier      NOT NULL,
+    cron             text,
+    timezone         text                 NOT NULL,
+    recovery_policy  runq.recovery_policy NOT NULL,
+    payload          runq.json_object     NOT NULL,
+    CONSTRAINT schedule_settings_cron_or_every CHECK ((cron IS NULL) <> (every IS NULL))
+);
+
+-- tick's pick, in its order: the due schedules, soonest slot first, by name
+-- for a total order.
+CREATE INDEX schedule_settings_due_idx ON runq.schedule_settings (next_slot, name);
+
+COMMENT ON TABLE runq.schedule_settings IS
+    'Schedules: what each run gets, when the next slot is, what was handled last; written by runq.create_schedule, runq.drop_schedule and runq.tick.';
+COMMENT ON COLUMN runq.schedule_settings.next_slot IS
+    'The first slot not yet handled; tick takes the schedule once it has come (infinity: never).';
+COMMENT ON COLUMN runq.schedule_settings.last_slot IS
+    'The newest slot handled: created, skipped_overlap or missed.';
+COMMENT ON COLUMN runq.schedule_settings.last_run_id IS
+    'The newest run a slot created (no foreign key: purge may have deleted it).';
+COMMENT ON COLUMN runq.schedule_settings.created_at IS
+    'When the schedule was first created; an every schedule fires at created_at + k * every, k >= 1, counted in UTC.';
+
+COMMIT;
+
+-- ==== deploy/column_runs_schedule.sql ====
+
+-- Deploy runq:column_runs_schedule to pg
+-- requires: table_runs
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
+
+BEGIN;
+
+-- The schedule whose slot created the run (runq.tick), NULL for a submitted
+-- run. No default: a NULL column is stored in the catalog, no row rewritten,
+-- so the lock is brief on any number of runs. Plain text, no domain: a new
+-- column of a domain with a CHECK makes PostgreSQL rewrite the table to check
+-- every row's NULL against it (tick copies a name runq.identifier checked).
+-- No foreign key: a run outlives its schedule (drop_schedule leaves the runs
+-- it created as they are), and a schedule created again under that name
+-- finds them (runs_schedule_active_key).
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+ALTER TABLE runq.runs ADD COLUMN schedule text;
+
+COMMENT ON COLUMN runq.runs.schedule IS
+    'The schedule (runq.schedule_settings.name) whose slot created the run; NULL for a submitted run.';
+
+COMMIT;
+
+-- ==== deploy/index_runs_schedule_active.sql ====
+
+-- Deploy runq:index_runs_schedule_active to pg
+-- requires: column_runs_schedule
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- At most one non-terminal run per schedule, enforced by a constraint
+-- (DESIGN.md "Schedules", 004's overlap guard), as runs_session_active_key
+-- does for a session: runq.tick inserts a slot's run ON CONFLICT on this
+-- index, so two ticks, or a tick and a redrive, can never give one schedule
+-- two live runs, whatever the code above them does. waiting_for_user holds
+-- the slot too. A run without a schedule takes no entry, so a queue that
+-- uses no schedules pays nothing here.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs), and it waits for every transaction already open. Neither
+-- wait blocks a writer, so no timeout: one would only leave an INVALID index
+-- behind. A failed build leaves one too (an INVALID unique index enforces
+-- nothing); this script drops such a leftover first, so deploying again is
+-- the remedy. The column is new, so no existing run can violate it.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_schedule_active_key;
+RESET client_min_messages;
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS runs_schedule_active_key ON runq.runs (schedule)
+    WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user');
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/function_redrive.sql ====
+
+-- Deploy runq:function_redrive to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: index_runs_session_active
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: admission
+-- requires: columns_runs_deadline
+-- requires: column_runs_schedule
+-- requires: index_runs_schedule_active
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators to take a run out of the dead letter. Locks the run.
+-- The session rule still holds: the partial unique index refuses the requeue
+-- when the session has another active run, and that becomes RQ002.
+-- Raises RQ002, RQ003, RQ004 (not failed).
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+--
+-- Reworked after v0.1.3: the run is admitted or parked when limits or
+-- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
+-- deadline_exceeded, or whose deadline has passed, gets a fresh window.
+--
+-- Reworked for schedules: a run a schedule created is refused while that
+-- schedule has another non-terminal run, by runs_schedule_active_key as the
+-- session's run is by runs_session_active_key; the unique violation names
+-- its index, and the RQ002 names the schedule and its live run.
+CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_status   text;
+    v_tenant   text;
+    v_session  text;
+    v_failure  jsonb;
+    v_schedule text;
+    v_active   bigint;
+    v_index    text;
+BEGIN
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule
+      INTO v_status, v_tenant, v_session, v_failure, v_schedule
+      FROM runq.runs AS r
+     WHERE r.run_id = redrive.run_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(redrive.run_id);
+    ELSIF v_status <> 'failed' THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
+            HINT = 'Only a run in the dead letter can be redriven.';
+    END IF;
+
+    BEGIN
+        UPDATE runq.runs AS r
+           SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
+               scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
+               -- a fresh queue_ttl window, or a run that expired would expire again
+               expires_at = v_now + r.queue_ttl,
+               -- missed its deadline, or its deadline has passed since: a fresh
+               -- window (else the next sweep would fail it again at once)
+               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
+                               THEN v_now + r.timeout ELSE r.deadline END
+         WHERE r.run_id = redrive.run_id;
+    EXCEPTION WHEN unique_violation THEN
+        GET STACKED DIAGNOSTICS v_index = CONSTRAINT_NAME;
+        IF v_index = 'runs_schedule_active_key' THEN
+            SELECT r.run_id INTO v_active
+              FROM runq.runs AS r
+             WHERE r.schedule = v_schedule
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('schedule %s already has active run %s', v_schedule, v_active),
+                DETAIL = format('Run %s holds the schedule''s one non-terminal run.', v_active),
+                HINT = 'Redrive once that run has finished.';
+        END IF;
+        SELECT r.run_id INTO v_active
+          FROM runq.runs AS r
+         WHERE r.tenant_id = v_tenant AND r.session_id = v_session
+           AND r.status IN ('queued', 'running', 'waiting_for_user');
+        RAISE EXCEPTION USING ERRCODE = 'RQ002',
+            MESSAGE = format('session %s of tenant %s already has active run %s',
+                             v_session, v_tenant, v_active),
+            DETAIL = format('Run %s holds the session''s one active slot.', v_active),
+            HINT = 'Redrive once that run has finished.';
+    END;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT r.run_id, r.lease_epoch, 'run.redriven',
+           jsonb_strip_nulls(jsonb_build_object('reason', redrive.reason,
+                                                'previous_failure', v_failure)),
+           v_now
+      FROM runq.runs AS r
+     WHERE r.run_id = redrive.run_id;
+    -- Back in the queue from the dead letter, it needs admitting when limits
+    -- or pauses are set (deploy/admission.sql).
+    PERFORM runq._requeued(redrive.run_id, false);
+    PERFORM pg_notify('runq', '');
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
+
+COMMENT ON FUNCTION runq.redrive(bigint, text) IS
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
+
+COMMIT;
+
+-- ==== deploy/function__schedule_slots.sql ====
+
+-- Deploy runq:function__schedule_slots to pg
+-- requires: schema_runq
+-- requires: function__cron_next
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+-- A SQL-standard body binds its names now, for good (deploy/argument_checks).
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- The slots of a schedule (DESIGN.md "Schedules"), for runq.create_schedule
+-- and runq.tick:
+--
+--   runq._every_slot(created_at, every, k)        created_at + k * every, in UTC
+--   runq._every_k(created_at, every, after)        the first k >= 1 after `after`
+--   runq._schedule_after(cron, timezone, every, created_at, after)
+--                                                  the first slot after `after`
+--   runq._schedule_due(cron, timezone, every, created_at, slot, until)
+--                                                  the newest slot due, and the next
+--
+-- A cron schedule's slots are runq._cron_next's (the expression read in the
+-- schedule's time zone, DST gaps skipped, repeated local times once). An
+-- every schedule's slots are created_at + k * every for k >= 1, the interval
+-- added to created_at's UTC time: '1 day' is 24 hours and '1 month' a
+-- calendar month of UTC, whatever the session's TimeZone (timestamptz +
+-- interval reads TimeZone, so a tick run from a session in Europe/Paris would
+-- otherwise shift the slots across a DST change). A wall-clock time in a
+-- zone is what cron is for. create_schedule refuses an every with a negative
+-- part ('1 month -10 days'), so the slots only ever grow.
+
+-- created_at + k * every, counted in UTC.
+CREATE FUNCTION runq._every_slot(created_at timestamptz, every interval, k bigint)
+    RETURNS timestamptz
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN ((created_at AT TIME ZONE 'UTC') + every * k::double precision) AT TIME ZONE 'UTC';
+
+-- The first k >= 1 whose slot is strictly after `after`; NULL when `after`
+-- is NULL or infinite. A guess from the lengths in seconds (extract counts a
+-- month as 30 days), then a step at a time to the exact k: a few steps
+-- however long ago the schedule was created.
+CREATE FUNCTION runq._every_k(created_at timestamptz, every interval, after timestamptz)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    IMMUTABLE
+    PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_k bigint;
+BEGIN
+    IF after IS NULL OR NOT isfinite(after) THEN
+        RETURN NULL;
+    END IF;
+    v_k := greatest(1, floor(extract(epoch FROM after - created_at) / extract(epoch FROM every))::bigint);
+    WHILE v_k > 1 AND runq._every_slot(created_at, every, v_k - 1) > after LOOP
+        v_k := v_k - 1;
+    END LOOP;
+    WHILE runq._every_slot(created_at, every, v_k) <= after LOOP
+        v_k := v_k + 1;
+    END LOOP;
+    RETURN v_k;
+END
+$$;
+
+-- The schedule's first slot strictly after `after`: 'infinity' when its cron
+-- expression matches no local time within runq._cron_next's 41 years (an
+-- expression whose every match falls into DST gaps), so that it is never due.
+CREATE FUNCTION runq._schedule_after(cron text, timezone text, every interval,
+                                     created_at timestamptz, after timestamptz)
+    RETURNS timestamptz
+    LANGUAGE plpgsql
+    STABLE
+    PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF every IS NOT NULL THEN
+        RETURN runq._every_slot(created_at, every, runq._every_k(created_at, every, after));
+    END IF;
+    RETURN coalesce(runq._cron_next(cron, timezone, after), 'infinity'::timestamptz);
+END
+$$;
+
+-- For a schedule whose slot `slot` (its next_slot) is at or before `until`
+-- (tick's now): newest, the newest slot at or before `until` (slot itself
+-- unless slots were missed), and next, the first slot after `until`.
+-- A cron schedule on time costs one runq._cron_next. One that missed slots is
+-- searched by halving: f(t) = _cron_next(t), the first slot after t, grows
+-- with t, and the newest slot S <= until is the one with f(t) <= until
+-- exactly when t < S; the search keeps f(lo) <= until < f(hi) and halves
+-- [lo, hi] down to a second, under the minute between two slots, so that
+-- f(lo) = S: some 25 calls for a year missed, never a walk over the slots.
+CREATE FUNCTION runq._schedule_due(cron text, timezone text, every interval,
+                                   created_at timestamptz, slot timestamptz, until timestamptz,
+                                   OUT newest timestamptz, OUT next timestamptz)
+    LANGUAGE plpgsql
+    STABLE
+    PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_k    bigint;
+    v_lo   timestamptz;
+    v_hi   timestamptz;
+    v_mid  timestamptz;
+BEGIN
+    IF every IS NOT NULL THEN
+        -- slot <= until, so the first slot after until is k >= 2
+        v_k := runq._every_k(created_at, every, until);
+        newest := greatest(slot, runq._every_slot(created_at, every, v_k - 1));
+        next := runq._every_slot(created_at, every, v_k);
+        RETURN;
+    END IF;
+    newest := slot;
+    next := coalesce(runq._cron_next(cron, timezone, slot), 'infinity'::timestamptz);
+    IF next > until THEN
+        RETURN;  -- on time: slot is the newest due
+    END IF;
+    v_lo := slot;    -- f(lo) = next <= until
+    v_hi := until;   -- f(hi) > until
+    WHILE v_hi - v_lo > interval '1 second' LOOP
+        v_mid := v_lo + (v_hi - v_lo) / 2;
+        IF runq._cron_next(cron, timezone, v_mid) <= until THEN
+            v_lo := v_mid;
+        ELSE
+            v_hi := v_mid;
+        END IF;
+    END LOOP;
+    newest := runq._cron_next(cron, timezone, v_lo);
+    next := coalesce(runq._cron_next(cron, timezone, newest), 'infinity'::timestamptz);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._every_slot(timestamptz, interval, bigint),
+    runq._every_k(timestamptz, interval, timestamptz),
+    runq._schedule_after(text, text, interval, timestamptz, timestamptz),
+    runq._schedule_due(text, text, interval, timestamptz, timestamptz, timestamptz)
+    FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._every_slot(timestamptz, interval, bigint) IS
+    'Internal: slot k of an every schedule, created_at + k * every, the interval added in UTC.';
+COMMENT ON FUNCTION runq._every_k(timestamptz, interval, timestamptz) IS
+    'Internal: the first k >= 1 whose every slot (runq._every_slot) is strictly after after; NULL when after is NULL or infinite.';
+COMMENT ON FUNCTION runq._schedule_after(text, text, interval, timestamptz, timestamptz) IS
+    'Internal: a schedule''s first slot strictly after after (cron: runq._cron_next in timezone; every: runq._every_slot); infinity when its cron matches nothing.';
+COMMENT ON FUNCTION runq._schedule_due(text, text, interval, timestamptz, timestamptz, timestamptz) IS
+    'Internal: for a schedule whose slot is at or before until, the newest slot at or before until and the first slot after it (infinity when none).';
+
+COMMIT;
+
+-- ==== deploy/function_create_schedule.sql ====
+
+-- Deploy runq:function_create_schedule to pg
+-- requires: table_schedule_settings
+-- requires: function__schedule_slots
+-- requires: function__cron_next
+-- requires: argument_checks
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators, or by a deploy that declares its schedules at every
+-- start. Creates the schedule, or replaces the one of that name, in one
+-- transaction; locks its row (a tick holding it makes this wait for that
+-- tick, which is short). Raises 22023 for bad arguments, checked as submit
+-- checks a run's (the shared checks of argument_checks, in the order of the
+-- arguments) and before anything is written.
+--
+-- The first slot: cron, the first local time after now that matches (in
+-- timezone); every, now + every, and then created_at + k * every in UTC.
+-- A replacement keeps the schedule's created_at (the origin of its every
+-- slots), last_slot and last_run_id, and takes every other field from the
+-- call; the runs created already keep theirs. Its next_slot: kept when cron,
+-- every and timezone are all as they were, so a deploy that declares the
+-- same schedule again neither skips nor repeats a slot (a due slot stays
+-- due, missed ones are still reported); otherwise the new timing's first
+-- slot after now (slots of the old timing not yet handled are forgotten, not
+-- reported as missed).
+CREATE FUNCTION runq.create_schedule(
+    name             text,
+    tenant_id        text,
+    kind             text,
+    cron             text        DEFAULT NULL,
+    every            interval    DEFAULT NULL,
+    payload          jsonb       DEFAULT '{}',
+    priority         integer     DEFAULT 10,
+    timezone         text        DEFAULT 'UTC',
+    max_attempts     integer     DEFAULT 3,
+    recovery_policy  text        DEFAULT 'resume',
+    queue_ttl        interval    DEFAULT NULL,
+    timeout          interval    DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+    v_old  record;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks), in the order of the arguments. An IF runs them
+    -- as one expression; a PERFORM would run them as a statement of its own.
+    -- An every is also refused with a negative part ('1 month -10 days'):
+    -- its slots would not always grow.
+    IF runq._check_identifier('name', create_schedule.name)
+       AND runq._check_identifier('tenant_id', create_schedule.tenant_id)
+       AND runq._check_identifier('kind', create_schedule.kind)
+       AND (CASE WHEN (create_schedule.cron IS NULL) <> (create_schedule.every IS NULL) THEN true
+                ELSE runq._bad_argument('exactly one of cron and every', 'given',
+                                        format('cron %s and every %s',
+                                               quote_nullable(left(create_schedule.cron, 100)),
+                                               quote_nullable(create_schedule.every))) END)
+       AND (create_schedule.cron IS NULL OR runq._check_cron('cron', create_schedule.cron))
+       AND runq._check_duration('every', create_schedule.every)
+       AND (CASE WHEN create_schedule.every IS NULL
+                   OR (extract(year FROM create_schedule.every) >= 0
+                       AND extract(month FROM create_schedule.every) >= 0
+                       AND extract(day FROM create_schedule.every) >= 0
+                       AND create_schedule.every
+                           - make_interval(years => extract(year FROM create_schedule.every)::integer,
+                                           months => extract(month FROM create_schedule.every)::integer,
+                                           days => extract(day FROM create_schedule.every)::integer)
+                           >= interval '0') THEN true
+                ELSE runq._bad_argument('every', 'an interval without a negative part',
+                                        create_schedule.every) END)
+       AND runq._check_object('payload', create_schedule.payload)
+       AND (CASE WHEN create_schedule.priority BETWEEN 0 AND 32767 THEN true
+                ELSE runq._bad_argument('priority', 'between 0 and 32767', create_schedule.priority) END)
+       AND runq._check_timezone('timezone', create_schedule.timezone)
+       AND runq._check_count('max_attempts', create_schedule.max_attempts)
+       AND runq._check_choice('recovery_policy', create_schedule.recovery_policy, 'resume, fail, zero_work')
+       AND runq._check_duration('queue_ttl', create_schedule.queue_ttl)
+       AND runq._check_duration('timeout', create_schedule.timeout) THEN
+    END IF;
+
+    -- The row inserted, or locked and replaced. An insert that meets a row a
+    -- concurrent create committed since the look goes round again, and
+    -- replaces it.
+    LOOP
+        SELECT s.cron, s.every::text AS every, s.timezone INTO v_old
+          FROM runq.schedule_settings AS s
+         WHERE s.name = create_schedule.name
+           FOR UPDATE;
+        EXIT WHEN FOUND;
+        INSERT INTO runq.schedule_settings
+               (name, tenant_id, kind, cron, every, timezone, payload, priority, max_attempts,
+                recovery_policy, queue_ttl, timeout, created_at, next_slot)
+        VALUES (create_schedule.name, create_schedule.tenant_id, create_schedule.kind,
+                create_schedule.cron, create_schedule.every, create_schedule.timezone,
+                create_schedule.payload, create_schedule.priority, create_schedule.max_attempts,
+                create_schedule.recovery_policy, create_schedule.queue_ttl, create_schedule.timeout,
+                v_now,
+                runq._schedule_after(create_schedule.cron, create_schedule.timezone,
+                                     create_schedule.every, v_now, v_now))
+            ON CONFLICT (name) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+
+    UPDATE runq.schedule_settings AS s
+       SET tenant_id = create_schedule.tenant_id, kind = create_schedule.kind,
+           cron = create_schedule.cron, every = create_schedule.every,
+           timezone = create_schedule.timezone, payload = create_schedule.payload,
+           priority = create_schedule.priority, max_attempts = create_schedule.max_attempts,
+           recovery_policy = create_schedule.recovery_policy,
+           queue_ttl = create_schedule.queue_ttl, timeout = create_schedule.timeout,
+           -- interval's = says '1 mon' = '30 days': the text tells them apart
+           next_slot = CASE WHEN v_old.cron IS NOT DISTINCT FROM create_schedule.cron
+                             AND v_old.every IS NOT DISTINCT FROM create_schedule.every::text
+                             AND v_old.timezone = create_schedule.timezone
+                            THEN s.next_slot
+                            ELSE runq._schedule_after(create_schedule.cron, create_schedule.timezone,
+                                                      create_schedule.every, s.created_at, v_now)
+                       END
+     WHERE s.name = create_schedule.name;
+    RETURN false;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.create_schedule(text, text, text, text, interval, jsonb, integer, text, integer, text, interval, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.create_schedule(text, text, text, text, interval, jsonb, integer, text, integer, text, interval, interval)
+    TO runq_admin;
+
+COMMENT ON FUNCTION runq.create_schedule(text, text, text, text, interval, jsonb, integer, text, integer, text, interval, interval) IS
+$c$Create a schedule, or replace the one of that name: runq.tick submits a run of tenant_id and kind for each of its slots, with payload plus "slot" (the slot, ISO 8601 UTC), priority, max_attempts, recovery_policy, queue_ttl and timeout as runq.submit takes them. True when created, false when replaced.
+Exactly one of cron and every. cron: five fields (minute, hour, day of month, month, day of week; *, lists, ranges, steps, names, 0 or 7 for Sunday; both day fields restricted: either matches), read in timezone: a local time that does not exist is skipped, one that occurs twice fires once, at its first occurrence. every: slots at creation + k * every (k >= 1), counted in UTC; the first one interval after creation.
+A replacement keeps the schedule's creation time, last_slot and last_run_id, and its next slot when cron, every and timezone are unchanged; otherwise the next slot is the new timing's first after now.
+Raises 22023 (bad argument: both or neither of cron and every, a bad cron expression, an every not positive or with a negative part, an unknown time zone, and as runq.submit).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_drop_schedule.sql ====
+
+-- Deploy runq:function_drop_schedule to pg
+-- requires: table_schedule_settings
+-- requires: argument_checks
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators. Deletes the schedule's row (waiting for a tick that
+-- holds it, which is short). The runs it created are left as they are: they
+-- keep their schedule name, and a schedule created again under that name
+-- finds a live one of them as its previous run (skipped_overlap). A pause of
+-- the schedule is left too: pauses are runq.pause's and runq.resume's.
+-- Raises 22023 (name NULL, empty or over 256 characters).
+CREATE FUNCTION runq.drop_schedule(name text)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF runq._check_identifier('name', drop_schedule.name) THEN
+    END IF;
+    DELETE FROM runq.schedule_settings AS s WHERE s.name = drop_schedule.name;
+    RETURN FOUND;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.drop_schedule(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.drop_schedule(text) TO runq_admin;
+
+COMMENT ON FUNCTION runq.drop_schedule(text) IS
+$c$Drop a schedule: no more slots. The runs it created are left as they are (they keep its name). True when dropped, false when there was no schedule of that name.
+Raises 22023 (name NULL, empty or over 256 characters).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_tick.sql ====
+
+-- Deploy runq:function_tick to pg
+-- requires: table_schedule_settings
+-- requires: function__schedule_slots
+-- requires: column_runs_schedule
+-- requires: index_runs_schedule_active
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_pause_settings
+-- requires: admission
+-- requires: trigger_runs_admission
+-- requires: columns_runs_deadline
+-- requires: argument_checks
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called on a timer by worker pools (like sweep) and by operators, from any
+-- number of processes at once. Up to max_runs schedules whose next slot has
+-- come and that no 'schedule' pause holds, soonest slot first, are taken
+-- FOR UPDATE SKIP LOCKED from the head of schedule_settings_due_idx: two
+-- ticks never take one schedule, and a tick that takes one after another
+-- tick advanced it sees (in the re-check of the locked row) that its slot has
+-- not come. For each, in one statement:
+--   * slots were missed (more than one due): only the newest runs; the older
+--     ones are one 'missed' row, slot the oldest of them, run_id NULL;
+--   * the schedule's previous run is still non-terminal: 'skipped_overlap',
+--     run_id that run;
+--   * else a run, inserted as runq.submit inserts one (the same columns,
+--     run.created at epoch 0, the admission trigger parks it under a limit or
+--     pause, NOTIFY runq), with schedule set and payload || {"slot": the slot
+--     in ISO 8601 UTC}: 'created'.
+-- The guard is runs_schedule_active_key, not the look: the insert is ON
+-- CONFLICT on it DO NOTHING, so a live run the look could not see (one a
+-- concurrent redrive committed meanwhile) also ends as skipped_overlap,
+-- named by a second look, in a statement of its own, once it has committed.
+-- Then next_slot goes to the first slot after now, last_slot to the newest
+-- slot handled, last_run_id to the run created, if any.
+-- Takes the settings lock shared first, in a statement of its own, as
+-- admissions do: a pause committed before it is seen by the pick, and one
+-- being made waits (runq._lock_settings) for the tick's end.
+-- Locks: schedule rows (skipped when locked), then what a submit locks.
+-- Raises 22023 (max_runs NULL or below 1).
+CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100)
+    RETURNS TABLE(schedule text, slot timestamptz, run_id bigint, outcome text)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_created  boolean := false;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs it as an expression; a PERFORM
+    -- would run it as a statement of its own.
+    IF runq._check_count('max_runs', tick.max_runs) THEN
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+
+    FOR schedule, slot, run_id, outcome IN
+        WITH picked AS (
+            SELECT s.name::text AS name, s.tenant_id::text AS tenant_id, s.kind::text AS kind,
+                   s.cron, s.every::interval AS every, s.timezone, s.created_at, s.next_slot,
+                   s.payload::jsonb AS payload, s.priority::integer AS priority,
+                   s.max_attempts::integer AS max_attempts, s.recovery_policy::text AS recovery_policy,
+                   s.queue_ttl::interval AS queue_ttl, s.timeout::interval AS timeout
+              FROM runq.schedule_settings AS s
+             WHERE s.next_slot <= v_now
+               AND NOT EXISTS (SELECT FROM runq.pause_settings AS p
+                                WHERE p.scope = 'schedule' AND p.key = s.name)
+             ORDER BY s.next_slot, s.name
+             LIMIT tick.max_runs
+               FOR UPDATE OF s SKIP LOCKED
+        ), due AS (
+            SELECT p.*, d.newest, d.next,
+                   -- the previous run, if still live (runs_schedule_active_key)
+                   (SELECT r.run_id FROM runq.runs AS r
+                     WHERE r.schedule = p.name
+                       AND r.status IN ('queued', 'running', 'waiting_for_user')) AS live,
+                   (to_jsonb(d.newest AT TIME ZONE 'UTC') #>> '{}') || 'Z' AS slot_text
+              FROM picked AS p
+             CROSS JOIN LATERAL runq._schedule_due(p.cron, p.timezone, p.every, p.created_at,
+                                                   p.next_slot, v_now) AS d
+        ), created AS (
+            INSERT INTO runq.runs AS r
+                   (created_at, updated_at, scheduled_for, expires_at, queue_ttl,
+                    max_attempts, priority, recovery_policy, tenant_id, session_id,
+                    kind, principal_id, payload, budget, timeout, deadline, schedule)
+            SELECT v_now, v_now, NULL, v_now + d.queue_ttl, d.queue_ttl,
+                   d.max_attempts, d.priority, d.recovery_policy, d.tenant_id, NULL,
+                   d.kind, NULL, d.payload || jsonb_build_object('slot', d.slot_text),
+                   NULL, d.timeout, v_now + d.timeout, d.name
+              FROM due AS d
+             WHERE d.live IS NULL
+             ORDER BY d.next_slot, d.name
+            ON CONFLICT (schedule)
+               WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user')
+               DO NOTHING  -- the overlap guard
+            RETURNING r.run_id, r.schedule
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT c.run_id, 0, 'run.created',
+                   jsonb_build_object('kind', d.kind, 'priority', d.priority,
+                                      'schedule', d.name, 'slot', d.slot_text),
+                   v_now
+              FROM created AS c
+              JOIN due AS d ON d.name = c.schedule
+        ), advanced AS (
+            UPDATE runq.schedule_settings AS s
+               SET next_slot = d.next, last_slot = d.newest,
+                   last_run_id = coalesce(c.run_id, s.last_run_id)
+              FROM due AS d
+              LEFT JOIN created AS c ON c.schedule = d.name
+             WHERE s.name = d.name
+        )
+        SELECT d.name, o.slot, o.run_id, o.outcome
+          FROM due AS d
+          LEFT JOIN created AS c ON c.schedule = d.name
+         CROSS JOIN LATERAL (VALUES
+                (0, d.next_slot, NULL::bigint, 'missed'),
+                (1, d.newest, coalesce(c.run_id, d.live),
+                 CASE WHEN c.run_id IS NOT NULL THEN 'created' ELSE 'skipped_overlap' END))
+                AS o (n, slot, run_id, outcome)
+         WHERE o.n = 1 OR d.newest > d.next_slot
+         ORDER BY d.next_slot, d.name, o.n
+    LOOP
+        IF outcome = 'created' THEN
+            v_created := true;
+        ELSIF outcome = 'skipped_overlap' AND run_id IS NULL THEN
+            -- The insert met a run committed after this statement began.
+            SELECT r.run_id INTO run_id
+              FROM runq.runs AS r
+             WHERE r.schedule = tick.schedule
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+
+    IF v_created THEN
+        PERFORM pg_notify('runq', '');
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.tick(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.tick(integer) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.tick(integer) IS
+$c$Submit the runs of due schedule slots: up to max_runs schedules whose next slot has come and that are not paused (scope schedule), safe from many processes at once (a slot is handled once). Returns (schedule, slot, run_id, outcome): created (a run, as runq.submit makes one, with the schedule's fields and payload plus "slot", ISO 8601 UTC); skipped_overlap (the schedule's previous run, run_id, is still queued, running or waiting_for_user: at most one such run per schedule, by a unique index); missed (slots passed while nothing ticked: only the newest due slot runs, and one missed row names the oldest skipped, run_id NULL). Each schedule's next slot is then the first after now.
+Raises 22023 (max_runs NULL or below 1).$c$;
+
+COMMIT;
+
+-- ==== deploy/view_schedules.sql ====
+
+-- Deploy runq:view_schedules to pg
+-- requires: table_schedule_settings
+-- requires: table_pause_settings
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- paused: one probe of pause_settings' primary key per schedule.
+-- SELECT for runq_admin; DESIGN.md also names runq_observer, a role not yet
+-- in the plan: its grant belongs to the change that creates it.
+CREATE VIEW runq.schedules AS
+SELECT s.name::text AS name, s.tenant_id::text AS tenant_id, s.kind::text AS kind,
+       s.cron, s.every::interval AS every, s.timezone, s.next_slot, s.last_slot, s.last_run_id,
+       EXISTS (SELECT FROM runq.pause_settings AS p
+                WHERE p.scope = 'schedule' AND p.key = s.name) AS paused
+  FROM runq.schedule_settings AS s;
+
+GRANT SELECT ON runq.schedules TO runq_admin;
+
+COMMENT ON VIEW runq.schedules IS
+    'The schedules: their timing, next slot, newest slot handled, newest run created, and whether a pause (scope schedule) holds them.';
 
 COMMIT;

@@ -798,6 +798,35 @@ $$;
 
 COMMENT ON FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamp with time zone) IS 'Internal: delivers input to a locked waiting_for_user run and requeues it.';
 
+CREATE FUNCTION runq._every_k(created_at timestamp with time zone, every interval, after timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_k bigint;
+BEGIN
+    IF after IS NULL OR NOT isfinite(after) THEN
+        RETURN NULL;
+    END IF;
+    v_k := greatest(1, floor(extract(epoch FROM after - created_at) / extract(epoch FROM every))::bigint);
+    WHILE v_k > 1 AND runq._every_slot(created_at, every, v_k - 1) > after LOOP
+        v_k := v_k - 1;
+    END LOOP;
+    WHILE runq._every_slot(created_at, every, v_k) <= after LOOP
+        v_k := v_k + 1;
+    END LOOP;
+    RETURN v_k;
+END
+$$;
+
+COMMENT ON FUNCTION runq._every_k(created_at timestamp with time zone, every interval, after timestamp with time zone) IS 'Internal: the first k >= 1 whose every slot (runq._every_slot) is strictly after after; NULL when after is NULL or infinite.';
+
+CREATE FUNCTION runq._every_slot(created_at timestamp with time zone, every interval, k bigint) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (((created_at AT TIME ZONE 'UTC'::text) + (every * (k)::double precision)) AT TIME ZONE 'UTC'::text);
+
+COMMENT ON FUNCTION runq._every_slot(created_at timestamp with time zone, every interval, k bigint) IS 'Internal: slot k of an every schedule, created_at + k * every, the interval added in UTC.';
+
 CREATE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1269,6 +1298,59 @@ $$;
 
 COMMENT ON FUNCTION runq._run_not_found(run_id bigint) IS 'Internal: raises 22023 for a NULL run_id, else RQ003 (run not found). Never returns.';
 
+CREATE FUNCTION runq._schedule_after(cron text, timezone text, every interval, created_at timestamp with time zone, after timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF every IS NOT NULL THEN
+        RETURN runq._every_slot(created_at, every, runq._every_k(created_at, every, after));
+    END IF;
+    RETURN coalesce(runq._cron_next(cron, timezone, after), 'infinity'::timestamptz);
+END
+$$;
+
+COMMENT ON FUNCTION runq._schedule_after(cron text, timezone text, every interval, created_at timestamp with time zone, after timestamp with time zone) IS 'Internal: a schedule''s first slot strictly after after (cron: runq._cron_next in timezone; every: runq._every_slot); infinity when its cron matches nothing.';
+
+CREATE FUNCTION runq._schedule_due(cron text, timezone text, every interval, created_at timestamp with time zone, slot timestamp with time zone, until timestamp with time zone, OUT newest timestamp with time zone, OUT next timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_k    bigint;
+    v_lo   timestamptz;
+    v_hi   timestamptz;
+    v_mid  timestamptz;
+BEGIN
+    IF every IS NOT NULL THEN
+        -- slot <= until, so the first slot after until is k >= 2
+        v_k := runq._every_k(created_at, every, until);
+        newest := greatest(slot, runq._every_slot(created_at, every, v_k - 1));
+        next := runq._every_slot(created_at, every, v_k);
+        RETURN;
+    END IF;
+    newest := slot;
+    next := coalesce(runq._cron_next(cron, timezone, slot), 'infinity'::timestamptz);
+    IF next > until THEN
+        RETURN;  -- on time: slot is the newest due
+    END IF;
+    v_lo := slot;    -- f(lo) = next <= until
+    v_hi := until;   -- f(hi) > until
+    WHILE v_hi - v_lo > interval '1 second' LOOP
+        v_mid := v_lo + (v_hi - v_lo) / 2;
+        IF runq._cron_next(cron, timezone, v_mid) <= until THEN
+            v_lo := v_mid;
+        ELSE
+            v_hi := v_mid;
+        END IF;
+    END LOOP;
+    newest := runq._cron_next(cron, timezone, v_lo);
+    next := coalesce(runq._cron_next(cron, timezone, newest), 'infinity'::timestamptz);
+END
+$$;
+
+COMMENT ON FUNCTION runq._schedule_due(cron text, timezone text, every interval, created_at timestamp with time zone, slot timestamp with time zone, until timestamp with time zone, OUT newest timestamp with time zone, OUT next timestamp with time zone) IS 'Internal: for a schedule whose slot is at or before until, the newest slot at or before until and the first slot after it (infinity when none).';
+
 CREATE FUNCTION runq._settings_lock() RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN hashtextextended('runq settings'::text, (0)::bigint);
@@ -1385,6 +1467,7 @@ CREATE TABLE runq.runs (
     timeout interval,
     deadline timestamp with time zone,
     parked boolean DEFAULT false NOT NULL,
+    schedule text,
     CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
 );
 
@@ -1411,6 +1494,8 @@ COMMENT ON COLUMN runq.runs.timeout IS 'submit''s timeout: the run must be termi
 COMMENT ON COLUMN runq.runs.deadline IS 'created_at + timeout, or the redrive''s time + timeout: a run not terminal by then fails with deadline_exceeded. NULL exactly when timeout is.';
 
 COMMENT ON COLUMN runq.runs.parked IS 'A queued run held out of the claim''s indexes, for a concurrency limit, a pause, or until due under a limit; meaningful only while status = ''queued''.';
+
+COMMENT ON COLUMN runq.runs.schedule IS 'The schedule (runq.schedule_settings.name) whose slot created the run; NULL for a submitted run.';
 
 CREATE FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp with time zone) RETURNS jsonb
     LANGUAGE sql STABLE PARALLEL SAFE
@@ -2060,6 +2145,101 @@ $$;
 COMMENT ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[]) IS 'runq.complete for many runs in one statement: the run run_ids[i] under epochs[i] succeeds with results[i] (NULL results: a NULL result for each), one row per element in the order given. completed is what runq.complete would return for it: true, or false when that run is fenced (one run.fenced event).
 Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).';
 
+CREATE FUNCTION runq.create_schedule(name text, tenant_id text, kind text, cron text DEFAULT NULL::text, every interval DEFAULT NULL::interval, payload jsonb DEFAULT '{}'::jsonb, priority integer DEFAULT 10, timezone text DEFAULT 'UTC'::text, max_attempts integer DEFAULT 3, recovery_policy text DEFAULT 'resume'::text, queue_ttl interval DEFAULT NULL::interval, timeout interval DEFAULT NULL::interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+    v_old  record;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks), in the order of the arguments. An IF runs them
+    -- as one expression; a PERFORM would run them as a statement of its own.
+    -- An every is also refused with a negative part ('1 month -10 days'):
+    -- its slots would not always grow.
+    IF runq._check_identifier('name', create_schedule.name)
+       AND runq._check_identifier('tenant_id', create_schedule.tenant_id)
+       AND runq._check_identifier('kind', create_schedule.kind)
+       AND (CASE WHEN (create_schedule.cron IS NULL) <> (create_schedule.every IS NULL) THEN true
+                ELSE runq._bad_argument('exactly one of cron and every', 'given',
+                                        format('cron %s and every %s',
+                                               quote_nullable(left(create_schedule.cron, 100)),
+                                               quote_nullable(create_schedule.every))) END)
+       AND (create_schedule.cron IS NULL OR runq._check_cron('cron', create_schedule.cron))
+       AND runq._check_duration('every', create_schedule.every)
+       AND (CASE WHEN create_schedule.every IS NULL
+                   OR (extract(year FROM create_schedule.every) >= 0
+                       AND extract(month FROM create_schedule.every) >= 0
+                       AND extract(day FROM create_schedule.every) >= 0
+                       AND create_schedule.every
+                           - make_interval(years => extract(year FROM create_schedule.every)::integer,
+                                           months => extract(month FROM create_schedule.every)::integer,
+                                           days => extract(day FROM create_schedule.every)::integer)
+                           >= interval '0') THEN true
+                ELSE runq._bad_argument('every', 'an interval without a negative part',
+                                        create_schedule.every) END)
+       AND runq._check_object('payload', create_schedule.payload)
+       AND (CASE WHEN create_schedule.priority BETWEEN 0 AND 32767 THEN true
+                ELSE runq._bad_argument('priority', 'between 0 and 32767', create_schedule.priority) END)
+       AND runq._check_timezone('timezone', create_schedule.timezone)
+       AND runq._check_count('max_attempts', create_schedule.max_attempts)
+       AND runq._check_choice('recovery_policy', create_schedule.recovery_policy, 'resume, fail, zero_work')
+       AND runq._check_duration('queue_ttl', create_schedule.queue_ttl)
+       AND runq._check_duration('timeout', create_schedule.timeout) THEN
+    END IF;
+
+    -- The row inserted, or locked and replaced. An insert that meets a row a
+    -- concurrent create committed since the look goes round again, and
+    -- replaces it.
+    LOOP
+        SELECT s.cron, s.every::text AS every, s.timezone INTO v_old
+          FROM runq.schedule_settings AS s
+         WHERE s.name = create_schedule.name
+           FOR UPDATE;
+        EXIT WHEN FOUND;
+        INSERT INTO runq.schedule_settings
+               (name, tenant_id, kind, cron, every, timezone, payload, priority, max_attempts,
+                recovery_policy, queue_ttl, timeout, created_at, next_slot)
+        VALUES (create_schedule.name, create_schedule.tenant_id, create_schedule.kind,
+                create_schedule.cron, create_schedule.every, create_schedule.timezone,
+                create_schedule.payload, create_schedule.priority, create_schedule.max_attempts,
+                create_schedule.recovery_policy, create_schedule.queue_ttl, create_schedule.timeout,
+                v_now,
+                runq._schedule_after(create_schedule.cron, create_schedule.timezone,
+                                     create_schedule.every, v_now, v_now))
+            ON CONFLICT (name) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+
+    UPDATE runq.schedule_settings AS s
+       SET tenant_id = create_schedule.tenant_id, kind = create_schedule.kind,
+           cron = create_schedule.cron, every = create_schedule.every,
+           timezone = create_schedule.timezone, payload = create_schedule.payload,
+           priority = create_schedule.priority, max_attempts = create_schedule.max_attempts,
+           recovery_policy = create_schedule.recovery_policy,
+           queue_ttl = create_schedule.queue_ttl, timeout = create_schedule.timeout,
+           -- interval's = says '1 mon' = '30 days': the text tells them apart
+           next_slot = CASE WHEN v_old.cron IS NOT DISTINCT FROM create_schedule.cron
+                             AND v_old.every IS NOT DISTINCT FROM create_schedule.every::text
+                             AND v_old.timezone = create_schedule.timezone
+                            THEN s.next_slot
+                            ELSE runq._schedule_after(create_schedule.cron, create_schedule.timezone,
+                                                      create_schedule.every, s.created_at, v_now)
+                       END
+     WHERE s.name = create_schedule.name;
+    RETURN false;
+END
+$$;
+
+COMMENT ON FUNCTION runq.create_schedule(name text, tenant_id text, kind text, cron text, every interval, payload jsonb, priority integer, timezone text, max_attempts integer, recovery_policy text, queue_ttl interval, timeout interval) IS 'Create a schedule, or replace the one of that name: runq.tick submits a run of tenant_id and kind for each of its slots, with payload plus "slot" (the slot, ISO 8601 UTC), priority, max_attempts, recovery_policy, queue_ttl and timeout as runq.submit takes them. True when created, false when replaced.
+Exactly one of cron and every. cron: five fields (minute, hour, day of month, month, day of week; *, lists, ranges, steps, names, 0 or 7 for Sunday; both day fields restricted: either matches), read in timezone: a local time that does not exist is skipped, one that occurs twice fires once, at its first occurrence. every: slots at creation + k * every (k >= 1), counted in UTC; the first one interval after creation.
+A replacement keeps the schedule''s creation time, last_slot and last_run_id, and its next slot when cron, every and timezone are unchanged; otherwise the next slot is the new timing''s first after now.
+Raises 22023 (bad argument: both or neither of cron and every, a bad cron expression, an every not positive or with a negative part, an unknown time zone, and as runq.submit).';
+
 CREATE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100) RETURNS SETOF runq.run_info
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2117,6 +2297,21 @@ $$;
 
 COMMENT ON FUNCTION runq.deliver_input(run_id bigint, input jsonb) IS 'Deliver the user''s input to a waiting_for_user run: the input is stored, the run is queued again with its attempts reset, and the next claim hands the input over. Returns true.
 Raises RQ003 (no such run), RQ004 (the run is not waiting_for_user), 22023 (NULL run_id or input).';
+
+CREATE FUNCTION runq.drop_schedule(name text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF runq._check_identifier('name', drop_schedule.name) THEN
+    END IF;
+    DELETE FROM runq.schedule_settings AS s WHERE s.name = drop_schedule.name;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION runq.drop_schedule(name text) IS 'Drop a schedule: no more slots. The runs it created are left as they are (they keep its name). True when dropped, false when there was no schedule of that name.
+Raises 22023 (name NULL, empty or over 256 characters).';
 
 CREATE FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -2499,10 +2694,12 @@ DECLARE
     v_tenant   text;
     v_session  text;
     v_failure  jsonb;
+    v_schedule text;
     v_active   bigint;
+    v_index    text;
 BEGIN
-    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
-      INTO v_status, v_tenant, v_session, v_failure
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule
+      INTO v_status, v_tenant, v_session, v_failure, v_schedule
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id
        FOR UPDATE;
@@ -2527,6 +2724,17 @@ BEGIN
                                THEN v_now + r.timeout ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
+        GET STACKED DIAGNOSTICS v_index = CONSTRAINT_NAME;
+        IF v_index = 'runs_schedule_active_key' THEN
+            SELECT r.run_id INTO v_active
+              FROM runq.runs AS r
+             WHERE r.schedule = v_schedule
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('schedule %s already has active run %s', v_schedule, v_active),
+                DETAIL = format('Run %s holds the schedule''s one non-terminal run.', v_active),
+                HINT = 'Redrive once that run has finished.';
+        END IF;
         SELECT r.run_id INTO v_active
           FROM runq.runs AS r
          WHERE r.tenant_id = v_tenant AND r.session_id = v_session
@@ -2554,7 +2762,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.redrive(run_id bigint, reason text) IS 'Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
-Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).';
+Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed).';
 
 CREATE FUNCTION runq.release(run_id bigint, epoch bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3033,6 +3241,110 @@ $$;
 COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
 Raises 22023 (max_runs NULL or below 1).';
 
+CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100) RETURNS TABLE(schedule text, slot timestamp with time zone, run_id bigint, outcome text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_created  boolean := false;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs it as an expression; a PERFORM
+    -- would run it as a statement of its own.
+    IF runq._check_count('max_runs', tick.max_runs) THEN
+    END IF;
+    PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+
+    FOR schedule, slot, run_id, outcome IN
+        WITH picked AS (
+            SELECT s.name::text AS name, s.tenant_id::text AS tenant_id, s.kind::text AS kind,
+                   s.cron, s.every::interval AS every, s.timezone, s.created_at, s.next_slot,
+                   s.payload::jsonb AS payload, s.priority::integer AS priority,
+                   s.max_attempts::integer AS max_attempts, s.recovery_policy::text AS recovery_policy,
+                   s.queue_ttl::interval AS queue_ttl, s.timeout::interval AS timeout
+              FROM runq.schedule_settings AS s
+             WHERE s.next_slot <= v_now
+               AND NOT EXISTS (SELECT FROM runq.pause_settings AS p
+                                WHERE p.scope = 'schedule' AND p.key = s.name)
+             ORDER BY s.next_slot, s.name
+             LIMIT tick.max_runs
+               FOR UPDATE OF s SKIP LOCKED
+        ), due AS (
+            SELECT p.*, d.newest, d.next,
+                   -- the previous run, if still live (runs_schedule_active_key)
+                   (SELECT r.run_id FROM runq.runs AS r
+                     WHERE r.schedule = p.name
+                       AND r.status IN ('queued', 'running', 'waiting_for_user')) AS live,
+                   (to_jsonb(d.newest AT TIME ZONE 'UTC') #>> '{}') || 'Z' AS slot_text
+              FROM picked AS p
+             CROSS JOIN LATERAL runq._schedule_due(p.cron, p.timezone, p.every, p.created_at,
+                                                   p.next_slot, v_now) AS d
+        ), created AS (
+            INSERT INTO runq.runs AS r
+                   (created_at, updated_at, scheduled_for, expires_at, queue_ttl,
+                    max_attempts, priority, recovery_policy, tenant_id, session_id,
+                    kind, principal_id, payload, budget, timeout, deadline, schedule)
+            SELECT v_now, v_now, NULL, v_now + d.queue_ttl, d.queue_ttl,
+                   d.max_attempts, d.priority, d.recovery_policy, d.tenant_id, NULL,
+                   d.kind, NULL, d.payload || jsonb_build_object('slot', d.slot_text),
+                   NULL, d.timeout, v_now + d.timeout, d.name
+              FROM due AS d
+             WHERE d.live IS NULL
+             ORDER BY d.next_slot, d.name
+            ON CONFLICT (schedule)
+               WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user')
+               DO NOTHING  -- the overlap guard
+            RETURNING r.run_id, r.schedule
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT c.run_id, 0, 'run.created',
+                   jsonb_build_object('kind', d.kind, 'priority', d.priority,
+                                      'schedule', d.name, 'slot', d.slot_text),
+                   v_now
+              FROM created AS c
+              JOIN due AS d ON d.name = c.schedule
+        ), advanced AS (
+            UPDATE runq.schedule_settings AS s
+               SET next_slot = d.next, last_slot = d.newest,
+                   last_run_id = coalesce(c.run_id, s.last_run_id)
+              FROM due AS d
+              LEFT JOIN created AS c ON c.schedule = d.name
+             WHERE s.name = d.name
+        )
+        SELECT d.name, o.slot, o.run_id, o.outcome
+          FROM due AS d
+          LEFT JOIN created AS c ON c.schedule = d.name
+         CROSS JOIN LATERAL (VALUES
+                (0, d.next_slot, NULL::bigint, 'missed'),
+                (1, d.newest, coalesce(c.run_id, d.live),
+                 CASE WHEN c.run_id IS NOT NULL THEN 'created' ELSE 'skipped_overlap' END))
+                AS o (n, slot, run_id, outcome)
+         WHERE o.n = 1 OR d.newest > d.next_slot
+         ORDER BY d.next_slot, d.name, o.n
+    LOOP
+        IF outcome = 'created' THEN
+            v_created := true;
+        ELSIF outcome = 'skipped_overlap' AND run_id IS NULL THEN
+            -- The insert met a run committed after this statement began.
+            SELECT r.run_id INTO run_id
+              FROM runq.runs AS r
+             WHERE r.schedule = tick.schedule
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+
+    IF v_created THEN
+        PERFORM pg_notify('runq', '');
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION runq.tick(max_runs integer) IS 'Submit the runs of due schedule slots: up to max_runs schedules whose next slot has come and that are not paused (scope schedule), safe from many processes at once (a slot is handled once). Returns (schedule, slot, run_id, outcome): created (a run, as runq.submit makes one, with the schedule''s fields and payload plus "slot", ISO 8601 UTC); skipped_overlap (the schedule''s previous run, run_id, is still queued, running or waiting_for_user: at most one such run per schedule, by a unique index); missed (slots passed while nothing ticked: only the newest due slot runs, and one missed row names the oldest skipped, run_id NULL). Each schedule''s next slot is then the first after now.
+Raises 22023 (max_runs NULL or below 1).';
+
 CREATE FUNCTION runq.tool_calls(run_id bigint) RETURNS TABLE(call_id text, tool text, idempotency text, status text, epoch bigint, args jsonb, outcome jsonb, started_at timestamp with time zone, finished_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3268,6 +3580,53 @@ ALTER TABLE runq.runs ALTER COLUMN run_id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE runq.schedule_settings (
+    created_at timestamp with time zone NOT NULL,
+    next_slot timestamp with time zone NOT NULL,
+    last_slot timestamp with time zone,
+    last_run_id bigint,
+    every runq.duration,
+    queue_ttl runq.duration,
+    timeout runq.duration,
+    max_attempts runq.attempt_limit NOT NULL,
+    priority runq.priority_class NOT NULL,
+    name runq.identifier NOT NULL,
+    tenant_id runq.identifier NOT NULL,
+    kind runq.identifier NOT NULL,
+    cron text,
+    timezone text NOT NULL,
+    recovery_policy runq.recovery_policy NOT NULL,
+    payload runq.json_object NOT NULL,
+    CONSTRAINT schedule_settings_cron_or_every CHECK (((cron IS NULL) <> (every IS NULL)))
+);
+
+COMMENT ON TABLE runq.schedule_settings IS 'Schedules: what each run gets, when the next slot is, what was handled last; written by runq.create_schedule, runq.drop_schedule and runq.tick.';
+
+COMMENT ON COLUMN runq.schedule_settings.created_at IS 'When the schedule was first created; an every schedule fires at created_at + k * every, k >= 1, counted in UTC.';
+
+COMMENT ON COLUMN runq.schedule_settings.next_slot IS 'The first slot not yet handled; tick takes the schedule once it has come (infinity: never).';
+
+COMMENT ON COLUMN runq.schedule_settings.last_slot IS 'The newest slot handled: created, skipped_overlap or missed.';
+
+COMMENT ON COLUMN runq.schedule_settings.last_run_id IS 'The newest run a slot created (no foreign key: purge may have deleted it).';
+
+CREATE VIEW runq.schedules AS
+ SELECT (s.name)::text AS name,
+    (s.tenant_id)::text AS tenant_id,
+    (s.kind)::text AS kind,
+    s.cron,
+    (s.every)::interval AS every,
+    s.timezone,
+    s.next_slot,
+    s.last_slot,
+    s.last_run_id,
+    (EXISTS ( SELECT
+           FROM runq.pause_settings p
+          WHERE ((p.scope = 'schedule'::text) AND (p.key = (s.name)::text)))) AS paused
+   FROM runq.schedule_settings s;
+
+COMMENT ON VIEW runq.schedules IS 'The schedules: their timing, next slot, newest slot handled, newest run created, and whether a pause (scope schedule) holds them.';
+
 CREATE TABLE runq.settings (
     singleton boolean DEFAULT true NOT NULL,
     lease interval DEFAULT '00:00:30'::interval NOT NULL,
@@ -3338,6 +3697,9 @@ ALTER TABLE ONLY runq.run_usage
 ALTER TABLE ONLY runq.runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (run_id);
 
+ALTER TABLE ONLY runq.schedule_settings
+    ADD CONSTRAINT schedule_settings_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY runq.settings
     ADD CONSTRAINT settings_pkey PRIMARY KEY (singleton);
 
@@ -3372,7 +3734,11 @@ CREATE INDEX runs_running_kind_idx ON runq.runs USING btree (kind) WHERE (((stat
 
 CREATE INDEX runs_running_tenant_idx ON runq.runs USING btree (tenant_id) WHERE (((status)::text = 'running'::text) AND (lease IS NOT NULL));
 
+CREATE UNIQUE INDEX runs_schedule_active_key ON runq.runs USING btree (schedule) WHERE ((schedule IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text])));
+
 CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text])) AND (session_id IS NOT NULL));
+
+CREATE INDEX schedule_settings_due_idx ON runq.schedule_settings USING btree (next_slot, name);
 
 CREATE TRIGGER runs_admit_new BEFORE INSERT ON runq.runs FOR EACH ROW EXECUTE FUNCTION runq._park_on_entry();
 
@@ -3455,6 +3821,10 @@ REVOKE ALL ON FUNCTION runq._cron_next(cron text, timezone text, after timestamp
 
 REVOKE ALL ON FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamp with time zone) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._every_k(created_at timestamp with time zone, every interval, after timestamp with time zone) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._every_slot(created_at timestamp with time zone, every interval, k bigint) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._inputs_after(run_id bigint, seq bigint) FROM PUBLIC;
@@ -3484,6 +3854,10 @@ REVOKE ALL ON FUNCTION runq._resolve_tool_calls(run_ids bigint[], at timestamp w
 REVOKE ALL ON FUNCTION runq._room_tried(scope text, key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._run_not_found(run_id bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._schedule_after(cron text, timezone text, every interval, created_at timestamp with time zone, after timestamp with time zone) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._schedule_due(cron text, timezone text, every interval, created_at timestamp with time zone, slot timestamp with time zone, until timestamp with time zone, OUT newest timestamp with time zone, OUT next timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._settings_lock() FROM PUBLIC;
 
@@ -3529,12 +3903,18 @@ REVOKE ALL ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], res
 GRANT ALL ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[]) TO runq_worker;
 GRANT ALL ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[]) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.create_schedule(name text, tenant_id text, kind text, cron text, every interval, payload jsonb, priority integer, timezone text, max_attempts integer, recovery_policy text, queue_ttl interval, timeout interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.create_schedule(name text, tenant_id text, kind text, cron text, every interval, payload jsonb, priority integer, timezone text, max_attempts integer, recovery_policy text, queue_ttl interval, timeout interval) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.dead_letter(max_runs integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.dead_letter(max_runs integer) TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq.deliver_input(run_id bigint, input jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.deliver_input(run_id bigint, input jsonb) TO runq_client;
 GRANT ALL ON FUNCTION runq.deliver_input(run_id bigint, input jsonb) TO runq_admin;
+
+REVOKE ALL ON FUNCTION runq.drop_schedule(name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.drop_schedule(name text) TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb) TO runq_worker;
@@ -3597,6 +3977,10 @@ REVOKE ALL ON FUNCTION runq.sweep(max_runs integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.sweep(max_runs integer) TO runq_worker;
 GRANT ALL ON FUNCTION runq.sweep(max_runs integer) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.tick(max_runs integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.tick(max_runs integer) TO runq_worker;
+GRANT ALL ON FUNCTION runq.tick(max_runs integer) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.tool_calls(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_worker;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_admin;
@@ -3609,3 +3993,5 @@ GRANT SELECT ON TABLE runq.limits TO runq_admin;
 GRANT SELECT ON TABLE runq.pauses TO runq_admin;
 
 GRANT SELECT ON TABLE runq.queue_stats TO runq_admin;
+
+GRANT SELECT ON TABLE runq.schedules TO runq_admin;

@@ -2,6 +2,6 @@
 
 \set function 'runq.redrive(bigint, text)'
 \set callers 'runq_admin'
--- This version opens a fresh deadline window.
-\set body 'v_now + r.timeout'
+-- This version opens a fresh deadline window, and names a schedule's live run.
+\set body 'runs_schedule_active_key'
 \ir lib/function.sql

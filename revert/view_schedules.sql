@@ -1,0 +1,7 @@
+-- Revert runq:view_schedules from pg
+
+BEGIN;
+
+DROP VIEW runq.schedules;
+
+COMMIT;

@@ -1,0 +1,7 @@
+-- Verify runq:column_runs_schedule on pg
+
+BEGIN;
+
+SELECT schedule FROM runq.runs WHERE false;
+
+ROLLBACK;
