@@ -12,7 +12,7 @@ SELECT has_schema('runq');
 SELECT tables_are('runq',
     ARRAY['settings', 'runs', 'run_events', 'idempotency_keys',
           'checkpoints', 'inputs', 'tool_calls', 'limit_settings', 'limit_debts',
-          'pause_settings', 'run_usage']);
+          'pause_settings', 'run_usage', 'schedule_settings']);
 SELECT sequences_are('runq',
     ARRAY['progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
@@ -45,7 +45,7 @@ SELECT columns_are('runq', 'runs',
           'finished_at', 'lease', 'queue_ttl', 'attempts', 'max_attempts', 'turns',
           'tools_begun', 'priority', 'cancel_requested', 'status', 'recovery_policy',
           'tenant_id', 'session_id', 'kind', 'principal_id', 'lease_owner', 'payload',
-          'result', 'failure', 'question', 'parked', 'budget', 'timeout', 'deadline']);
+          'result', 'failure', 'question', 'parked', 'budget', 'timeout', 'deadline', 'schedule']);
 SELECT columns_are('runq', 'run_events',
     ARRAY['run_id', 'event_id', 'epoch', 'created_at', 'type', 'payload']);
 SELECT columns_are('runq', 'idempotency_keys',
@@ -281,7 +281,7 @@ SELECT indexes_are('runq', 'runs',
           'runs_held_idx', 'runs_queue_expiry_idx', 'runs_dead_letter_idx',
           'runs_claimable_idx', 'runs_claimable_kind_idx', 'runs_queued_tenant_idx',
           'runs_queued_kind_idx', 'runs_running_tenant_idx', 'runs_running_kind_idx',
-          'runs_parked_idx', 'runs_deadline_idx']);
+          'runs_parked_idx', 'runs_deadline_idx', 'runs_schedule_active_key']);
 SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key', 'run_events_usage_idx']);
 SELECT indexes_are('runq', 'idempotency_keys', ARRAY['idempotency_keys_scope_key', 'idempotency_keys_run_idx']);
 SELECT indexes_are('runq', 'checkpoints', ARRAY['checkpoints_pkey']);

@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(190);
+SELECT plan(208);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -71,7 +71,20 @@ INSERT INTO contract VALUES
     -- beyond DESIGN.md: runq never deletes a run by itself, and operators
     -- reach no table, so old finished runs leave through this function
     ('purge', ARRAY['interval', 'integer', 'boolean'],
-     'older_than interval, max_runs integer DEFAULT 1000, include_failed boolean DEFAULT false', 'bigint');
+     'older_than interval, max_runs integer DEFAULT 1000, include_failed boolean DEFAULT false', 'bigint'),
+    -- schedules
+    ('create_schedule',
+     ARRAY['text', 'text', 'text', 'text', 'interval', 'jsonb', 'integer', 'text', 'integer', 'text',
+           'interval', 'interval'],
+     'name text, tenant_id text, kind text, cron text DEFAULT NULL::text, '
+     'every interval DEFAULT NULL::interval, payload jsonb DEFAULT ''{}''::jsonb, '
+     'priority integer DEFAULT 10, timezone text DEFAULT ''UTC''::text, max_attempts integer DEFAULT 3, '
+     'recovery_policy text DEFAULT ''resume''::text, queue_ttl interval DEFAULT NULL::interval, '
+     'timeout interval DEFAULT NULL::interval',
+     'boolean'),
+    ('drop_schedule', ARRAY['text'], 'name text', 'boolean'),
+    ('tick', ARRAY['integer'], 'max_runs integer DEFAULT 100',
+     'TABLE(schedule text, slot timestamp with time zone, run_id bigint, outcome text)');
 
 -- The public functions are exactly the contract's (helpers start with '_').
 SELECT is(
@@ -81,7 +94,7 @@ SELECT is(
     ARRAY(SELECT fn::text FROM contract ORDER BY 1),
     'runq has exactly the public functions of the contract, one signature each');
 
--- 29 functions x 6 tests.
+-- 32 functions x 6 tests.
 SELECT has_function('runq', fn, argtypes, format('runq.%s(%s) exists', fn, array_to_string(argtypes, ', ')))
   FROM contract ORDER BY fn;
 SELECT is((SELECT string_agg(pg_catalog.pg_get_function_arguments(p.oid), ' | ')
