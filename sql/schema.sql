@@ -18,6 +18,8 @@
 --                          per run and stale epoch.
 --   runq.idempotency_keys  Submit keys per (tenant_id, principal_id), with the
 --                          SHA-256 of the request each was first used for.
+--   runq.schedule_settings The schedules: their timing, the fields of their runs,
+--                          the next slot and what was handled last.
 --   runq.run_usage         A run's usage totals (runq.record_usage), one row per
 --                          run that recorded any; its run.usage events are the
 --                          ledger they sum.
@@ -75,6 +77,10 @@
 --       worker's next call.
 --   Reading a run (client): runq.get_run, and runq.run_events (the function)
 --       for its events.
+--   Schedules (admin): runq.create_schedule (cron in a time zone, or every)
+--       and runq.drop_schedule; runq.tick (worker pools on a timer) submits
+--       the run of each due slot, at most one non-terminal run a schedule
+--       (runs_schedule_active_key); runq.schedules shows them.
 --   Operators (admin): runq.queue_stats (a view: runs per class and state),
 --       runq.orphan_report (running runs by owner: stale? did work?),
 --       runq.dead_letter (failed runs, newest first), runq.redrive (a failed
