@@ -13,7 +13,9 @@ SET LOCAL search_path = pg_catalog, pg_temp;
 --   runq._cron_fields(argument, cron)   the expression parsed, or 22023
 --   runq._check_cron(argument, cron)    true, or 22023 (create_schedule)
 --   runq._check_timezone(argument, tz)  true, or 22023 (create_schedule)
---   runq._cron_next(cron, tz, after)    the first slot strictly after `after`
+--   runq._next_bit(mask, from)          the next minute or hour of a field
+--   runq._cron_walk(fields, tz, after)  the first slot strictly after `after`
+--   runq._cron_next(cron, tz, after)    the same from the expression's text
 --
 -- The grammar is Vixie cron's five fields: minute (0-59), hour (0-23), day
 -- of month (1-31), month (1-12 or jan-dec) and day of week (0-7 or sun-sat,
@@ -197,7 +199,22 @@ RETURN CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z
 -- candidate so found that is after `after` is the answer; the floor, `after`
 -- plus the smaller offset, keeps the candidates tried to those within the
 -- transition's size of `after`.
-CREATE FUNCTION runq._cron_next(cron text, timezone text, after timestamptz)
+--
+-- The lowest bit set in mask at or above bit `from` (0-62), NULL when none:
+-- the next minute or hour of a field's bit set, without a query. SQL, so
+-- that the planner inlines it into the walk's expressions.
+CREATE FUNCTION runq._next_bit(mask bigint, "from" integer)
+    RETURNS integer
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN CASE WHEN mask >> "from" <> 0
+            THEN "from" + strpos(reverse((mask >> "from")::bit(64)::text), '1') - 1 END;
+
+-- runq._cron_walk is that search over an expression parsed already by
+-- runq._cron_fields (a schedule keeps its parsed form: parsing costs more
+-- than the walk); runq._cron_next parses, then walks.
+CREATE FUNCTION runq._cron_walk(fields bigint[], timezone text, after timestamptz)
     RETURNS timestamptz
     LANGUAGE plpgsql
     STABLE
@@ -206,11 +223,9 @@ CREATE FUNCTION runq._cron_next(cron text, timezone text, after timestamptz)
 AS $$
 DECLARE
     c_months_searched constant integer := 41 * 12;
-    v_fields constant bigint[] := runq._cron_fields('cron', cron);
-    v_minutes constant integer[] := ARRAY(SELECT m.m FROM generate_series(0, 59) AS m (m)
-                                          WHERE (v_fields[1] >> m.m) & 1 = 1 ORDER BY m.m);
-    v_hours constant integer[] := ARRAY(SELECT h.h FROM generate_series(0, 23) AS h (h)
-                                        WHERE (v_fields[2] >> h.h) & 1 = 1 ORDER BY h.h);
+    v_fields constant bigint[] := fields;
+    v_first_minute constant integer := runq._next_bit(v_fields[1], 0);
+    v_first_hour constant integer := runq._next_bit(v_fields[2], 0);
     v_either constant boolean := v_fields[6] = 1;
     v_after_utc timestamp;
     v_start date;
@@ -232,7 +247,7 @@ BEGIN
     IF timezone IS NULL THEN
         -- raises 22023, as create_schedule's check does; a name PostgreSQL
         -- does not know raises its own 22023 at the first AT TIME ZONE
-        PERFORM runq._check_timezone('timezone', _cron_next.timezone);
+        PERFORM runq._check_timezone('timezone', _cron_walk.timezone);
     END IF;
     IF after IS NULL OR NOT isfinite(after) THEN
         RETURN NULL;
@@ -240,7 +255,7 @@ BEGIN
     v_after_utc := after AT TIME ZONE 'UTC';
     -- The local day before `after`'s: a fall back can bring a local time of
     -- the day before back after it.
-    v_start := (after AT TIME ZONE _cron_next.timezone)::date - 1;
+    v_start := (after AT TIME ZONE _cron_walk.timezone)::date - 1;
     v_first_month := extract(year FROM v_start)::integer * 12 + extract(month FROM v_start)::integer - 1;
     FOR v_month IN v_first_month .. v_first_month + c_months_searched - 1 LOOP
         CONTINUE WHEN (v_fields[4] >> (v_month % 12 + 1)) & 1 = 0;
@@ -259,9 +274,9 @@ BEGIN
              ORDER BY d.d);
         FOREACH v_day_of_month IN ARRAY v_days LOOP
             v_day := v_month_start + (v_day_of_month - 1);
-            v_offset_before := ((v_day - 1)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_next.timezone
+            v_offset_before := ((v_day - 1)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_walk.timezone
                                - (v_day - 1)::timestamp;
-            v_offset_after := ((v_day + 2)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_next.timezone
+            v_offset_after := ((v_day + 2)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_walk.timezone
                               - (v_day + 2)::timestamp;
             -- No local time at or before the floor can be after `after`.
             v_floor := v_after_utc + least(v_offset_before, v_offset_after);
@@ -269,15 +284,14 @@ BEGIN
             LOOP
                 -- The first matching local time of the day after the floor.
                 IF v_floor < v_day::timestamp THEN
-                    v_hour := v_hours[1];
-                    v_minute := v_minutes[1];
+                    v_hour := v_first_hour;
+                    v_minute := v_first_minute;
                 ELSE
                     v_hour := extract(hour FROM v_floor)::integer;
-                    v_minute := (SELECT min(m.m) FROM unnest(v_minutes) AS m (m)
-                                  WHERE m.m > extract(minute FROM v_floor)::integer);
-                    IF v_minute IS NULL OR NOT v_hour = ANY (v_hours) THEN
-                        v_hour := (SELECT min(h.h) FROM unnest(v_hours) AS h (h) WHERE h.h > v_hour);
-                        v_minute := v_minutes[1];
+                    v_minute := runq._next_bit(v_fields[1], extract(minute FROM v_floor)::integer + 1);
+                    IF v_minute IS NULL OR (v_fields[2] >> v_hour) & 1 = 0 THEN
+                        v_hour := runq._next_bit(v_fields[2], v_hour + 1);
+                        v_minute := v_first_minute;
                     END IF;
                 END IF;
                 EXIT WHEN v_hour IS NULL;  -- none left this day
@@ -289,7 +303,7 @@ BEGIN
                 v_at := (SELECT min(c.at)
                            FROM (VALUES ((v_local - v_offset_before) AT TIME ZONE 'UTC'),
                                         ((v_local - v_offset_after) AT TIME ZONE 'UTC')) AS c (at)
-                          WHERE c.at AT TIME ZONE _cron_next.timezone = v_local);
+                          WHERE c.at AT TIME ZONE _cron_walk.timezone = v_local);
                 IF v_at > after THEN
                     RETURN v_at;
                 END IF;
@@ -301,8 +315,17 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION runq._cron_next(cron text, timezone text, after timestamptz)
+    RETURNS timestamptz
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN runq._cron_walk(runq._cron_fields('cron', cron), timezone, after);
+
 REVOKE ALL ON FUNCTION runq._cron_fields(text, text), runq._check_cron(text, text),
-    runq._check_timezone(text, text), runq._cron_next(text, text, timestamptz) FROM PUBLIC;
+    runq._check_timezone(text, text), runq._next_bit(bigint, integer),
+    runq._cron_walk(bigint[], text, timestamptz),
+    runq._cron_next(text, text, timestamptz) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._cron_fields(text, text) IS
     'Internal: a five-field cron expression parsed into bit sets {minutes, hours, days of month, months, days of week, 1 when a day matches either day field (both restricted) else 0}. Raises 22023 naming argument and the element at fault for a bad expression or one that can never fire.';
@@ -310,6 +333,10 @@ COMMENT ON FUNCTION runq._check_cron(text, text) IS
     'Internal: true when cron is a valid five-field cron expression that can fire; else raises 22023 naming argument and value.';
 COMMENT ON FUNCTION runq._check_timezone(text, text) IS
     'Internal: true when timezone is a time zone name PostgreSQL knows (pg_timezone_names, any case); else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._next_bit(bigint, integer) IS
+    'Internal: the lowest bit set in mask at or above bit from (0 to 62), NULL when none.';
+COMMENT ON FUNCTION runq._cron_walk(bigint[], text, timestamptz) IS
+    'Internal: runq._cron_next over an expression parsed by runq._cron_fields.';
 COMMENT ON FUNCTION runq._cron_next(text, text, timestamptz) IS
     'Internal: the first instant strictly after after whose local time in timezone matches cron: nonexistent local times skipped, repeated ones at their first occurrence; NULL when after is NULL or infinite or nothing matches within 41 years. Raises 22023 for a bad cron or time zone.';
 

@@ -50,6 +50,13 @@ CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100)
     VOLATILE
     SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
+    -- A generic plan, made once per session: with many schedules the generic
+    -- estimate of "slot has come" is a third of them, so the plan cache kept
+    -- choosing a custom plan and planned this statement on every tick (1.45
+    -- against 0.22 ms a tick with nothing due among 10,000 schedules, 100).
+    -- The pick is an index range that is empty, or short, when ticks keep up.
+    SET plan_cache_mode = force_generic_plan
+    SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -66,7 +73,7 @@ BEGIN
     FOR schedule, slot, run_id, outcome IN
         WITH picked AS (
             SELECT s.name::text AS name, s.tenant_id::text AS tenant_id, s.kind::text AS kind,
-                   s.cron, s.every::interval AS every, s.timezone, s.created_at, s.next_slot,
+                   s.cron_fields, s.every::interval AS every, s.timezone, s.created_at, s.next_slot,
                    s.payload::jsonb AS payload, s.priority::integer AS priority,
                    s.max_attempts::integer AS max_attempts, s.recovery_policy::text AS recovery_policy,
                    s.queue_ttl::interval AS queue_ttl, s.timeout::interval AS timeout
@@ -85,7 +92,7 @@ BEGIN
                        AND r.status IN ('queued', 'running', 'waiting_for_user')) AS live,
                    (to_jsonb(d.newest AT TIME ZONE 'UTC') #>> '{}') || 'Z' AS slot_text
               FROM picked AS p
-             CROSS JOIN LATERAL runq._schedule_due(p.cron, p.timezone, p.every, p.created_at,
+             CROSS JOIN LATERAL runq._schedule_due(p.cron_fields, p.timezone, p.every, p.created_at,
                                                    p.next_slot, v_now) AS d
         ), created AS (
             INSERT INTO runq.runs AS r
@@ -111,24 +118,30 @@ BEGIN
                    v_now
               FROM created AS c
               JOIN due AS d ON d.name = c.schedule
-        ), advanced AS (
-            UPDATE runq.schedule_settings AS s
-               SET next_slot = d.next, last_slot = d.newest,
-                   last_run_id = coalesce(c.run_id, s.last_run_id)
+        ), handled AS (
+            SELECT d.*, c.run_id AS created_id
               FROM due AS d
               LEFT JOIN created AS c ON c.schedule = d.name
-             WHERE s.name = d.name
+        ), advanced AS (
+            UPDATE runq.schedule_settings AS s
+               SET next_slot = h.next, last_slot = h.newest,
+                   last_run_id = coalesce(h.created_id, s.last_run_id)
+              FROM handled AS h
+             WHERE s.name = h.name
+               -- The rows by their key: the generic plan's guess of the
+               -- schedules due is a tenth of a third of them, enough for a
+               -- hash join over all of them; an array's guess is ten.
+               AND s.name = ANY (ARRAY(SELECT d.name FROM due AS d))
         )
-        SELECT d.name, o.slot, o.run_id, o.outcome
-          FROM due AS d
-          LEFT JOIN created AS c ON c.schedule = d.name
+        SELECT h.name, o.slot, o.run_id, o.outcome
+          FROM handled AS h
          CROSS JOIN LATERAL (VALUES
-                (0, d.next_slot, NULL::bigint, 'missed'),
-                (1, d.newest, coalesce(c.run_id, d.live),
-                 CASE WHEN c.run_id IS NOT NULL THEN 'created' ELSE 'skipped_overlap' END))
+                (0, h.next_slot, NULL::bigint, 'missed'),
+                (1, h.newest, coalesce(h.created_id, h.live),
+                 CASE WHEN h.created_id IS NOT NULL THEN 'created' ELSE 'skipped_overlap' END))
                 AS o (n, slot, run_id, outcome)
-         WHERE o.n = 1 OR d.newest > d.next_slot
-         ORDER BY d.next_slot, d.name, o.n
+         WHERE o.n = 1 OR h.newest > h.next_slot
+         ORDER BY h.next_slot, h.name, o.n
     LOOP
         IF outcome = 'created' THEN
             v_created := true;

@@ -27,6 +27,8 @@ SET LOCAL statement_timeout = '10s';
 --   * last_slot: the newest slot handled (created, skipped or missed);
 --     last_run_id: the newest run a slot created. No foreign key: purge
 --     deletes finished runs, and a schedule's history must not stop it.
+--   * cron_fields: cron parsed (runq._cron_fields), which a tick walks
+--     without parsing the text again: parsing costs more than the walk.
 --   * created_at: the origin of an every schedule's slots,
 --     created_at + k * every (k >= 1), counted in UTC (runq._every_slot).
 -- Exactly one of cron and every, as create_schedule checks first (22023);
@@ -45,10 +47,12 @@ CREATE TABLE runq.schedule_settings (
     tenant_id        runq.identifier      NOT NULL,
     kind             runq.identifier      NOT NULL,
     cron             text,
+    cron_fields      bigint[],
     timezone         text                 NOT NULL,
     recovery_policy  runq.recovery_policy NOT NULL,
     payload          runq.json_object     NOT NULL,
-    CONSTRAINT schedule_settings_cron_or_every CHECK ((cron IS NULL) <> (every IS NULL))
+    CONSTRAINT schedule_settings_cron_or_every CHECK ((cron IS NULL) <> (every IS NULL)),
+    CONSTRAINT schedule_settings_cron_parsed CHECK ((cron IS NULL) = (cron_fields IS NULL))
 );
 
 -- tick's pick, in its order: the due schedules, soonest slot first, by name
@@ -63,6 +67,8 @@ COMMENT ON COLUMN runq.schedule_settings.last_slot IS
     'The newest slot handled: created, skipped_overlap or missed.';
 COMMENT ON COLUMN runq.schedule_settings.last_run_id IS
     'The newest run a slot created (no foreign key: purge may have deleted it).';
+COMMENT ON COLUMN runq.schedule_settings.cron_fields IS
+    'cron parsed by runq._cron_fields, for runq._cron_walk.';
 COMMENT ON COLUMN runq.schedule_settings.created_at IS
     'When the schedule was first created; an every schedule fires at created_at + k * every, k >= 1, counted in UTC.';
 

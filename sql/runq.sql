@@ -9829,7 +9829,9 @@ SET LOCAL search_path = pg_catalog, pg_temp;
 --   runq._cron_fields(argument, cron)   the expression parsed, or 22023
 --   runq._check_cron(argument, cron)    true, or 22023 (create_schedule)
 --   runq._check_timezone(argument, tz)  true, or 22023 (create_schedule)
---   runq._cron_next(cron, tz, after)    the first slot strictly after `after`
+--   runq._next_bit(mask, from)          the next minute or hour of a field
+--   runq._cron_walk(fields, tz, after)  the first slot strictly after `after`
+--   runq._cron_next(cron, tz, after)    the same from the expression's text
 --
 -- The grammar is Vixie cron's five fields: minute (0-59), hour (0-23), day
 -- of month (1-31), month (1-12 or jan-dec) and day of week (0-7 or sun-sat,
@@ -10013,7 +10015,22 @@ RETURN CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z
 -- candidate so found that is after `after` is the answer; the floor, `after`
 -- plus the smaller offset, keeps the candidates tried to those within the
 -- transition's size of `after`.
-CREATE FUNCTION runq._cron_next(cron text, timezone text, after timestamptz)
+--
+-- The lowest bit set in mask at or above bit `from` (0-62), NULL when none:
+-- the next minute or hour of a field's bit set, without a query. SQL, so
+-- that the planner inlines it into the walk's expressions.
+CREATE FUNCTION runq._next_bit(mask bigint, "from" integer)
+    RETURNS integer
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN CASE WHEN mask >> "from" <> 0
+            THEN "from" + strpos(reverse((mask >> "from")::bit(64)::text), '1') - 1 END;
+
+-- runq._cron_walk is that search over an expression parsed already by
+-- runq._cron_fields (a schedule keeps its parsed form: parsing costs more
+-- than the walk); runq._cron_next parses, then walks.
+CREATE FUNCTION runq._cron_walk(fields bigint[], timezone text, after timestamptz)
     RETURNS timestamptz
     LANGUAGE plpgsql
     STABLE
@@ -10022,11 +10039,9 @@ CREATE FUNCTION runq._cron_next(cron text, timezone text, after timestamptz)
 AS $$
 DECLARE
     c_months_searched constant integer := 41 * 12;
-    v_fields constant bigint[] := runq._cron_fields('cron', cron);
-    v_minutes constant integer[] := ARRAY(SELECT m.m FROM generate_series(0, 59) AS m (m)
-                                          WHERE (v_fields[1] >> m.m) & 1 = 1 ORDER BY m.m);
-    v_hours constant integer[] := ARRAY(SELECT h.h FROM generate_series(0, 23) AS h (h)
-                                        WHERE (v_fields[2] >> h.h) & 1 = 1 ORDER BY h.h);
+    v_fields constant bigint[] := fields;
+    v_first_minute constant integer := runq._next_bit(v_fields[1], 0);
+    v_first_hour constant integer := runq._next_bit(v_fields[2], 0);
     v_either constant boolean := v_fields[6] = 1;
     v_after_utc timestamp;
     v_start date;
@@ -10048,7 +10063,7 @@ BEGIN
     IF timezone IS NULL THEN
         -- raises 22023, as create_schedule's check does; a name PostgreSQL
         -- does not know raises its own 22023 at the first AT TIME ZONE
-        PERFORM runq._check_timezone('timezone', _cron_next.timezone);
+        PERFORM runq._check_timezone('timezone', _cron_walk.timezone);
     END IF;
     IF after IS NULL OR NOT isfinite(after) THEN
         RETURN NULL;
@@ -10056,7 +10071,7 @@ BEGIN
     v_after_utc := after AT TIME ZONE 'UTC';
     -- The local day before `after`'s: a fall back can bring a local time of
     -- the day before back after it.
-    v_start := (after AT TIME ZONE _cron_next.timezone)::date - 1;
+    v_start := (after AT TIME ZONE _cron_walk.timezone)::date - 1;
     v_first_month := extract(year FROM v_start)::integer * 12 + extract(month FROM v_start)::integer - 1;
     FOR v_month IN v_first_month .. v_first_month + c_months_searched - 1 LOOP
         CONTINUE WHEN (v_fields[4] >> (v_month % 12 + 1)) & 1 = 0;
@@ -10075,9 +10090,9 @@ BEGIN
              ORDER BY d.d);
         FOREACH v_day_of_month IN ARRAY v_days LOOP
             v_day := v_month_start + (v_day_of_month - 1);
-            v_offset_before := ((v_day - 1)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_next.timezone
+            v_offset_before := ((v_day - 1)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_walk.timezone
                                - (v_day - 1)::timestamp;
-            v_offset_after := ((v_day + 2)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_next.timezone
+            v_offset_after := ((v_day + 2)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_walk.timezone
                               - (v_day + 2)::timestamp;
             -- No local time at or before the floor can be after `after`.
             v_floor := v_after_utc + least(v_offset_before, v_offset_after);
@@ -10085,15 +10100,14 @@ BEGIN
             LOOP
                 -- The first matching local time of the day after the floor.
                 IF v_floor < v_day::timestamp THEN
-                    v_hour := v_hours[1];
-                    v_minute := v_minutes[1];
+                    v_hour := v_first_hour;
+                    v_minute := v_first_minute;
                 ELSE
                     v_hour := extract(hour FROM v_floor)::integer;
-                    v_minute := (SELECT min(m.m) FROM unnest(v_minutes) AS m (m)
-                                  WHERE m.m > extract(minute FROM v_floor)::integer);
-                    IF v_minute IS NULL OR NOT v_hour = ANY (v_hours) THEN
-                        v_hour := (SELECT min(h.h) FROM unnest(v_hours) AS h (h) WHERE h.h > v_hour);
-                        v_minute := v_minutes[1];
+                    v_minute := runq._next_bit(v_fields[1], extract(minute FROM v_floor)::integer + 1);
+                    IF v_minute IS NULL OR (v_fields[2] >> v_hour) & 1 = 0 THEN
+                        v_hour := runq._next_bit(v_fields[2], v_hour + 1);
+                        v_minute := v_first_minute;
                     END IF;
                 END IF;
                 EXIT WHEN v_hour IS NULL;  -- none left this day
@@ -10105,7 +10119,7 @@ BEGIN
                 v_at := (SELECT min(c.at)
                            FROM (VALUES ((v_local - v_offset_before) AT TIME ZONE 'UTC'),
                                         ((v_local - v_offset_after) AT TIME ZONE 'UTC')) AS c (at)
-                          WHERE c.at AT TIME ZONE _cron_next.timezone = v_local);
+                          WHERE c.at AT TIME ZONE _cron_walk.timezone = v_local);
                 IF v_at > after THEN
                     RETURN v_at;
                 END IF;
@@ -10117,8 +10131,17 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION runq._cron_next(cron text, timezone text, after timestamptz)
+    RETURNS timestamptz
+    LANGUAGE sql
+    STABLE
+    PARALLEL SAFE
+RETURN runq._cron_walk(runq._cron_fields('cron', cron), timezone, after);
+
 REVOKE ALL ON FUNCTION runq._cron_fields(text, text), runq._check_cron(text, text),
-    runq._check_timezone(text, text), runq._cron_next(text, text, timestamptz) FROM PUBLIC;
+    runq._check_timezone(text, text), runq._next_bit(bigint, integer),
+    runq._cron_walk(bigint[], text, timestamptz),
+    runq._cron_next(text, text, timestamptz) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._cron_fields(text, text) IS
     'Internal: a five-field cron expression parsed into bit sets {minutes, hours, days of month, months, days of week, 1 when a day matches either day field (both restricted) else 0}. Raises 22023 naming argument and the element at fault for a bad expression or one that can never fire.';
@@ -10126,6 +10149,10 @@ COMMENT ON FUNCTION runq._check_cron(text, text) IS
     'Internal: true when cron is a valid five-field cron expression that can fire; else raises 22023 naming argument and value.';
 COMMENT ON FUNCTION runq._check_timezone(text, text) IS
     'Internal: true when timezone is a time zone name PostgreSQL knows (pg_timezone_names, any case); else raises 22023 naming argument and value.';
+COMMENT ON FUNCTION runq._next_bit(bigint, integer) IS
+    'Internal: the lowest bit set in mask at or above bit from (0 to 62), NULL when none.';
+COMMENT ON FUNCTION runq._cron_walk(bigint[], text, timestamptz) IS
+    'Internal: runq._cron_next over an expression parsed by runq._cron_fields.';
 COMMENT ON FUNCTION runq._cron_next(text, text, timestamptz) IS
     'Internal: the first instant strictly after after whose local time in timezone matches cron: nonexistent local times skipped, repeated ones at their first occurrence; NULL when after is NULL or infinite or nothing matches within 41 years. Raises 22023 for a bad cron or time zone.';
 
@@ -10162,6 +10189,8 @@ SET LOCAL statement_timeout = '10s';
 --   * last_slot: the newest slot handled (created, skipped or missed);
 --     last_run_id: the newest run a slot created. No foreign key: purge
 --     deletes finished runs, and a schedule's history must not stop it.
+--   * cron_fields: cron parsed (runq._cron_fields), which a tick walks
+--     without parsing the text again: parsing costs more than the walk.
 --   * created_at: the origin of an every schedule's slots,
 --     created_at + k * every (k >= 1), counted in UTC (runq._every_slot).
 -- Exactly one of cron and every, as create_schedule checks first (22023);
@@ -10180,10 +10209,12 @@ CREATE TABLE runq.schedule_settings (
     tenant_id        runq.identifier      NOT NULL,
     kind             runq.identifier      NOT NULL,
     cron             text,
+    cron_fields      bigint[],
     timezone         text                 NOT NULL,
     recovery_policy  runq.recovery_policy NOT NULL,
     payload          runq.json_object     NOT NULL,
-    CONSTRAINT schedule_settings_cron_or_every CHECK ((cron IS NULL) <> (every IS NULL))
+    CONSTRAINT schedule_settings_cron_or_every CHECK ((cron IS NULL) <> (every IS NULL)),
+    CONSTRAINT schedule_settings_cron_parsed CHECK ((cron IS NULL) = (cron_fields IS NULL))
 );
 
 -- tick's pick, in its order: the due schedules, soonest slot first, by name
@@ -10198,6 +10229,8 @@ COMMENT ON COLUMN runq.schedule_settings.last_slot IS
     'The newest slot handled: created, skipped_overlap or missed.';
 COMMENT ON COLUMN runq.schedule_settings.last_run_id IS
     'The newest run a slot created (no foreign key: purge may have deleted it).';
+COMMENT ON COLUMN runq.schedule_settings.cron_fields IS
+    'cron parsed by runq._cron_fields, for runq._cron_walk.';
 COMMENT ON COLUMN runq.schedule_settings.created_at IS
     'When the schedule was first created; an every schedule fires at created_at + k * every, k >= 1, counted in UTC.';
 
@@ -10402,13 +10435,14 @@ SET LOCAL search_path = pg_catalog, pg_temp;
 --
 --   runq._every_slot(created_at, every, k)        created_at + k * every, in UTC
 --   runq._every_k(created_at, every, after)        the first k >= 1 after `after`
---   runq._schedule_after(cron, timezone, every, created_at, after)
+--   runq._schedule_after(cron_fields, timezone, every, created_at, after)
 --                                                  the first slot after `after`
---   runq._schedule_due(cron, timezone, every, created_at, slot, until)
+--   runq._schedule_due(cron_fields, timezone, every, created_at, slot, until)
 --                                                  the newest slot due, and the next
 --
--- A cron schedule's slots are runq._cron_next's (the expression read in the
--- schedule's time zone, DST gaps skipped, repeated local times once). An
+-- A cron schedule's slots are runq._cron_walk's over its parsed expression
+-- (runq._cron_fields: read in the schedule's time zone, DST gaps skipped,
+-- repeated local times once). An
 -- every schedule's slots are created_at + k * every for k >= 1, the interval
 -- added to created_at's UTC time: '1 day' is 24 hours and '1 month' a
 -- calendar month of UTC, whatever the session's TimeZone (timestamptz +
@@ -10454,9 +10488,9 @@ END
 $$;
 
 -- The schedule's first slot strictly after `after`: 'infinity' when its cron
--- expression matches no local time within runq._cron_next's 41 years (an
+-- expression matches no local time within runq._cron_walk's 41 years (an
 -- expression whose every match falls into DST gaps), so that it is never due.
-CREATE FUNCTION runq._schedule_after(cron text, timezone text, every interval,
+CREATE FUNCTION runq._schedule_after(cron_fields bigint[], timezone text, every interval,
                                      created_at timestamptz, after timestamptz)
     RETURNS timestamptz
     LANGUAGE plpgsql
@@ -10468,20 +10502,20 @@ BEGIN
     IF every IS NOT NULL THEN
         RETURN runq._every_slot(created_at, every, runq._every_k(created_at, every, after));
     END IF;
-    RETURN coalesce(runq._cron_next(cron, timezone, after), 'infinity'::timestamptz);
+    RETURN coalesce(runq._cron_walk(cron_fields, timezone, after), 'infinity'::timestamptz);
 END
 $$;
 
 -- For a schedule whose slot `slot` (its next_slot) is at or before `until`
 -- (tick's now): newest, the newest slot at or before `until` (slot itself
 -- unless slots were missed), and next, the first slot after `until`.
--- A cron schedule on time costs one runq._cron_next. One that missed slots is
--- searched by halving: f(t) = _cron_next(t), the first slot after t, grows
+-- A cron schedule on time costs one runq._cron_walk. One that missed slots is
+-- searched by halving: f(t) = _cron_walk(t), the first slot after t, grows
 -- with t, and the newest slot S <= until is the one with f(t) <= until
 -- exactly when t < S; the search keeps f(lo) <= until < f(hi) and halves
 -- [lo, hi] down to a second, under the minute between two slots, so that
 -- f(lo) = S: some 25 calls for a year missed, never a walk over the slots.
-CREATE FUNCTION runq._schedule_due(cron text, timezone text, every interval,
+CREATE FUNCTION runq._schedule_due(cron_fields bigint[], timezone text, every interval,
                                    created_at timestamptz, slot timestamptz, until timestamptz,
                                    OUT newest timestamptz, OUT next timestamptz)
     LANGUAGE plpgsql
@@ -10503,7 +10537,7 @@ BEGIN
         RETURN;
     END IF;
     newest := slot;
-    next := coalesce(runq._cron_next(cron, timezone, slot), 'infinity'::timestamptz);
+    next := coalesce(runq._cron_walk(cron_fields, timezone, slot), 'infinity'::timestamptz);
     IF next > until THEN
         RETURN;  -- on time: slot is the newest due
     END IF;
@@ -10511,30 +10545,30 @@ BEGIN
     v_hi := until;   -- f(hi) > until
     WHILE v_hi - v_lo > interval '1 second' LOOP
         v_mid := v_lo + (v_hi - v_lo) / 2;
-        IF runq._cron_next(cron, timezone, v_mid) <= until THEN
+        IF runq._cron_walk(cron_fields, timezone, v_mid) <= until THEN
             v_lo := v_mid;
         ELSE
             v_hi := v_mid;
         END IF;
     END LOOP;
-    newest := runq._cron_next(cron, timezone, v_lo);
-    next := coalesce(runq._cron_next(cron, timezone, newest), 'infinity'::timestamptz);
+    newest := runq._cron_walk(cron_fields, timezone, v_lo);
+    next := coalesce(runq._cron_walk(cron_fields, timezone, newest), 'infinity'::timestamptz);
 END
 $$;
 
 REVOKE ALL ON FUNCTION runq._every_slot(timestamptz, interval, bigint),
     runq._every_k(timestamptz, interval, timestamptz),
-    runq._schedule_after(text, text, interval, timestamptz, timestamptz),
-    runq._schedule_due(text, text, interval, timestamptz, timestamptz, timestamptz)
+    runq._schedule_after(bigint[], text, interval, timestamptz, timestamptz),
+    runq._schedule_due(bigint[], text, interval, timestamptz, timestamptz, timestamptz)
     FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._every_slot(timestamptz, interval, bigint) IS
     'Internal: slot k of an every schedule, created_at + k * every, the interval added in UTC.';
 COMMENT ON FUNCTION runq._every_k(timestamptz, interval, timestamptz) IS
     'Internal: the first k >= 1 whose every slot (runq._every_slot) is strictly after after; NULL when after is NULL or infinite.';
-COMMENT ON FUNCTION runq._schedule_after(text, text, interval, timestamptz, timestamptz) IS
-    'Internal: a schedule''s first slot strictly after after (cron: runq._cron_next in timezone; every: runq._every_slot); infinity when its cron matches nothing.';
-COMMENT ON FUNCTION runq._schedule_due(text, text, interval, timestamptz, timestamptz, timestamptz) IS
+COMMENT ON FUNCTION runq._schedule_after(bigint[], text, interval, timestamptz, timestamptz) IS
+    'Internal: a schedule''s first slot strictly after after (cron: runq._cron_walk in timezone; every: runq._every_slot); infinity when its cron matches nothing.';
+COMMENT ON FUNCTION runq._schedule_due(bigint[], text, interval, timestamptz, timestamptz, timestamptz) IS
     'Internal: for a schedule whose slot is at or before until, the newest slot at or before until and the first slot after it (infinity when none).';
 
 COMMIT;
@@ -10591,8 +10625,9 @@ CREATE FUNCTION runq.create_schedule(
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_now  timestamptz := clock_timestamp();
-    v_old  record;
+    v_now     timestamptz := clock_timestamp();
+    v_fields  bigint[];
+    v_old     record;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks), in the order of the arguments. An IF runs them
@@ -10623,12 +10658,20 @@ BEGIN
        AND runq._check_object('payload', create_schedule.payload)
        AND (CASE WHEN create_schedule.priority BETWEEN 0 AND 32767 THEN true
                 ELSE runq._bad_argument('priority', 'between 0 and 32767', create_schedule.priority) END)
-       AND runq._check_timezone('timezone', create_schedule.timezone)
+       -- _check_timezone reads pg_timezone_names, all of the zone database
+       -- (30 ms): UTC, and a zone a schedule already has, are known good.
+       AND (create_schedule.timezone = 'UTC'
+            OR EXISTS (SELECT FROM runq.schedule_settings AS s
+                        WHERE s.timezone = create_schedule.timezone)
+            OR runq._check_timezone('timezone', create_schedule.timezone))
        AND runq._check_count('max_attempts', create_schedule.max_attempts)
        AND runq._check_choice('recovery_policy', create_schedule.recovery_policy, 'resume, fail, zero_work')
        AND runq._check_duration('queue_ttl', create_schedule.queue_ttl)
        AND runq._check_duration('timeout', create_schedule.timeout) THEN
     END IF;
+
+    v_fields := CASE WHEN create_schedule.cron IS NOT NULL
+                     THEN runq._cron_fields('cron', create_schedule.cron) END;
 
     -- The row inserted, or locked and replaced. An insert that meets a row a
     -- concurrent create committed since the look goes round again, and
@@ -10640,14 +10683,15 @@ BEGIN
            FOR UPDATE;
         EXIT WHEN FOUND;
         INSERT INTO runq.schedule_settings
-               (name, tenant_id, kind, cron, every, timezone, payload, priority, max_attempts,
+               (name, tenant_id, kind, cron, cron_fields, every, timezone, payload, priority,
+                max_attempts,
                 recovery_policy, queue_ttl, timeout, created_at, next_slot)
         VALUES (create_schedule.name, create_schedule.tenant_id, create_schedule.kind,
-                create_schedule.cron, create_schedule.every, create_schedule.timezone,
+                create_schedule.cron, v_fields, create_schedule.every, create_schedule.timezone,
                 create_schedule.payload, create_schedule.priority, create_schedule.max_attempts,
                 create_schedule.recovery_policy, create_schedule.queue_ttl, create_schedule.timeout,
                 v_now,
-                runq._schedule_after(create_schedule.cron, create_schedule.timezone,
+                runq._schedule_after(v_fields, create_schedule.timezone,
                                      create_schedule.every, v_now, v_now))
             ON CONFLICT (name) DO NOTHING;
         IF FOUND THEN
@@ -10657,7 +10701,7 @@ BEGIN
 
     UPDATE runq.schedule_settings AS s
        SET tenant_id = create_schedule.tenant_id, kind = create_schedule.kind,
-           cron = create_schedule.cron, every = create_schedule.every,
+           cron = create_schedule.cron, cron_fields = v_fields, every = create_schedule.every,
            timezone = create_schedule.timezone, payload = create_schedule.payload,
            priority = create_schedule.priority, max_attempts = create_schedule.max_attempts,
            recovery_policy = create_schedule.recovery_policy,
@@ -10667,7 +10711,7 @@ BEGIN
                              AND v_old.every IS NOT DISTINCT FROM create_schedule.every::text
                              AND v_old.timezone = create_schedule.timezone
                             THEN s.next_slot
-                            ELSE runq._schedule_after(create_schedule.cron, create_schedule.timezone,
+                            ELSE runq._schedule_after(v_fields, create_schedule.timezone,
                                                       create_schedule.every, s.created_at, v_now)
                        END
      WHERE s.name = create_schedule.name;
@@ -10783,6 +10827,13 @@ CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100)
     VOLATILE
     SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
+    -- A generic plan, made once per session: with many schedules the generic
+    -- estimate of "slot has come" is a third of them, so the plan cache kept
+    -- choosing a custom plan and planned this statement on every tick (1.45
+    -- against 0.22 ms a tick with nothing due among 10,000 schedules, 100).
+    -- The pick is an index range that is empty, or short, when ticks keep up.
+    SET plan_cache_mode = force_generic_plan
+    SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -10799,7 +10850,7 @@ BEGIN
     FOR schedule, slot, run_id, outcome IN
         WITH picked AS (
             SELECT s.name::text AS name, s.tenant_id::text AS tenant_id, s.kind::text AS kind,
-                   s.cron, s.every::interval AS every, s.timezone, s.created_at, s.next_slot,
+                   s.cron_fields, s.every::interval AS every, s.timezone, s.created_at, s.next_slot,
                    s.payload::jsonb AS payload, s.priority::integer AS priority,
                    s.max_attempts::integer AS max_attempts, s.recovery_policy::text AS recovery_policy,
                    s.queue_ttl::interval AS queue_ttl, s.timeout::interval AS timeout
@@ -10818,7 +10869,7 @@ BEGIN
                        AND r.status IN ('queued', 'running', 'waiting_for_user')) AS live,
                    (to_jsonb(d.newest AT TIME ZONE 'UTC') #>> '{}') || 'Z' AS slot_text
               FROM picked AS p
-             CROSS JOIN LATERAL runq._schedule_due(p.cron, p.timezone, p.every, p.created_at,
+             CROSS JOIN LATERAL runq._schedule_due(p.cron_fields, p.timezone, p.every, p.created_at,
                                                    p.next_slot, v_now) AS d
         ), created AS (
             INSERT INTO runq.runs AS r
@@ -10844,24 +10895,30 @@ BEGIN
                    v_now
               FROM created AS c
               JOIN due AS d ON d.name = c.schedule
-        ), advanced AS (
-            UPDATE runq.schedule_settings AS s
-               SET next_slot = d.next, last_slot = d.newest,
-                   last_run_id = coalesce(c.run_id, s.last_run_id)
+        ), handled AS (
+            SELECT d.*, c.run_id AS created_id
               FROM due AS d
               LEFT JOIN created AS c ON c.schedule = d.name
-             WHERE s.name = d.name
+        ), advanced AS (
+            UPDATE runq.schedule_settings AS s
+               SET next_slot = h.next, last_slot = h.newest,
+                   last_run_id = coalesce(h.created_id, s.last_run_id)
+              FROM handled AS h
+             WHERE s.name = h.name
+               -- The rows by their key: the generic plan's guess of the
+               -- schedules due is a tenth of a third of them, enough for a
+               -- hash join over all of them; an array's guess is ten.
+               AND s.name = ANY (ARRAY(SELECT d.name FROM due AS d))
         )
-        SELECT d.name, o.slot, o.run_id, o.outcome
-          FROM due AS d
-          LEFT JOIN created AS c ON c.schedule = d.name
+        SELECT h.name, o.slot, o.run_id, o.outcome
+          FROM handled AS h
          CROSS JOIN LATERAL (VALUES
-                (0, d.next_slot, NULL::bigint, 'missed'),
-                (1, d.newest, coalesce(c.run_id, d.live),
-                 CASE WHEN c.run_id IS NOT NULL THEN 'created' ELSE 'skipped_overlap' END))
+                (0, h.next_slot, NULL::bigint, 'missed'),
+                (1, h.newest, coalesce(h.created_id, h.live),
+                 CASE WHEN h.created_id IS NOT NULL THEN 'created' ELSE 'skipped_overlap' END))
                 AS o (n, slot, run_id, outcome)
-         WHERE o.n = 1 OR d.newest > d.next_slot
-         ORDER BY d.next_slot, d.name, o.n
+         WHERE o.n = 1 OR h.newest > h.next_slot
+         ORDER BY h.next_slot, h.name, o.n
     LOOP
         IF outcome = 'created' THEN
             v_created := true;

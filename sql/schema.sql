@@ -671,17 +671,15 @@ CREATE FUNCTION runq._counts_are_fresh() RETURNS boolean
 
 COMMENT ON FUNCTION runq._counts_are_fresh() IS 'Whether a count taken after a lock sees every commit before it: under READ COMMITTED only.';
 
-CREATE FUNCTION runq._cron_next(cron text, timezone text, after timestamp with time zone) RETURNS timestamp with time zone
+CREATE FUNCTION runq._cron_walk(fields bigint[], timezone text, after timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE plpgsql STABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     c_months_searched constant integer := 41 * 12;
-    v_fields constant bigint[] := runq._cron_fields('cron', cron);
-    v_minutes constant integer[] := ARRAY(SELECT m.m FROM generate_series(0, 59) AS m (m)
-                                          WHERE (v_fields[1] >> m.m) & 1 = 1 ORDER BY m.m);
-    v_hours constant integer[] := ARRAY(SELECT h.h FROM generate_series(0, 23) AS h (h)
-                                        WHERE (v_fields[2] >> h.h) & 1 = 1 ORDER BY h.h);
+    v_fields constant bigint[] := fields;
+    v_first_minute constant integer := runq._next_bit(v_fields[1], 0);
+    v_first_hour constant integer := runq._next_bit(v_fields[2], 0);
     v_either constant boolean := v_fields[6] = 1;
     v_after_utc timestamp;
     v_start date;
@@ -703,7 +701,7 @@ BEGIN
     IF timezone IS NULL THEN
         -- raises 22023, as create_schedule's check does; a name PostgreSQL
         -- does not know raises its own 22023 at the first AT TIME ZONE
-        PERFORM runq._check_timezone('timezone', _cron_next.timezone);
+        PERFORM runq._check_timezone('timezone', _cron_walk.timezone);
     END IF;
     IF after IS NULL OR NOT isfinite(after) THEN
         RETURN NULL;
@@ -711,7 +709,7 @@ BEGIN
     v_after_utc := after AT TIME ZONE 'UTC';
     -- The local day before `after`'s: a fall back can bring a local time of
     -- the day before back after it.
-    v_start := (after AT TIME ZONE _cron_next.timezone)::date - 1;
+    v_start := (after AT TIME ZONE _cron_walk.timezone)::date - 1;
     v_first_month := extract(year FROM v_start)::integer * 12 + extract(month FROM v_start)::integer - 1;
     FOR v_month IN v_first_month .. v_first_month + c_months_searched - 1 LOOP
         CONTINUE WHEN (v_fields[4] >> (v_month % 12 + 1)) & 1 = 0;
@@ -730,9 +728,9 @@ BEGIN
              ORDER BY d.d);
         FOREACH v_day_of_month IN ARRAY v_days LOOP
             v_day := v_month_start + (v_day_of_month - 1);
-            v_offset_before := ((v_day - 1)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_next.timezone
+            v_offset_before := ((v_day - 1)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_walk.timezone
                                - (v_day - 1)::timestamp;
-            v_offset_after := ((v_day + 2)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_next.timezone
+            v_offset_after := ((v_day + 2)::timestamp AT TIME ZONE 'UTC') AT TIME ZONE _cron_walk.timezone
                               - (v_day + 2)::timestamp;
             -- No local time at or before the floor can be after `after`.
             v_floor := v_after_utc + least(v_offset_before, v_offset_after);
@@ -740,15 +738,14 @@ BEGIN
             LOOP
                 -- The first matching local time of the day after the floor.
                 IF v_floor < v_day::timestamp THEN
-                    v_hour := v_hours[1];
-                    v_minute := v_minutes[1];
+                    v_hour := v_first_hour;
+                    v_minute := v_first_minute;
                 ELSE
                     v_hour := extract(hour FROM v_floor)::integer;
-                    v_minute := (SELECT min(m.m) FROM unnest(v_minutes) AS m (m)
-                                  WHERE m.m > extract(minute FROM v_floor)::integer);
-                    IF v_minute IS NULL OR NOT v_hour = ANY (v_hours) THEN
-                        v_hour := (SELECT min(h.h) FROM unnest(v_hours) AS h (h) WHERE h.h > v_hour);
-                        v_minute := v_minutes[1];
+                    v_minute := runq._next_bit(v_fields[1], extract(minute FROM v_floor)::integer + 1);
+                    IF v_minute IS NULL OR (v_fields[2] >> v_hour) & 1 = 0 THEN
+                        v_hour := runq._next_bit(v_fields[2], v_hour + 1);
+                        v_minute := v_first_minute;
                     END IF;
                 END IF;
                 EXIT WHEN v_hour IS NULL;  -- none left this day
@@ -760,7 +757,7 @@ BEGIN
                 v_at := (SELECT min(c.at)
                            FROM (VALUES ((v_local - v_offset_before) AT TIME ZONE 'UTC'),
                                         ((v_local - v_offset_after) AT TIME ZONE 'UTC')) AS c (at)
-                          WHERE c.at AT TIME ZONE _cron_next.timezone = v_local);
+                          WHERE c.at AT TIME ZONE _cron_walk.timezone = v_local);
                 IF v_at > after THEN
                     RETURN v_at;
                 END IF;
@@ -771,6 +768,12 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+COMMENT ON FUNCTION runq._cron_walk(fields bigint[], timezone text, after timestamp with time zone) IS 'Internal: runq._cron_next over an expression parsed by runq._cron_fields.';
+
+CREATE FUNCTION runq._cron_next(cron text, timezone text, after timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN runq._cron_walk(runq._cron_fields('cron'::text, cron), timezone, after);
 
 COMMENT ON FUNCTION runq._cron_next(cron text, timezone text, after timestamp with time zone) IS 'Internal: the first instant strictly after after whose local time in timezone matches cron: nonexistent local times skipped, repeated ones at their first occurrence; NULL when after is NULL or infinite or nothing matches within 41 years. Raises 22023 for a bad cron or time zone.';
 
@@ -982,6 +985,12 @@ END
 $$;
 
 COMMENT ON FUNCTION runq._lock_settings() IS 'Takes the settings lock exclusive by trying for up to 2 s, never queueing; 55P03 after.';
+
+CREATE FUNCTION runq._next_bit(mask bigint, "from" integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN ((mask >> "from") <> 0) THEN (("from" + strpos(reverse((((mask >> "from"))::bit(64))::text), '1'::text)) - 1) ELSE NULL::integer END;
+
+COMMENT ON FUNCTION runq._next_bit(mask bigint, "from" integer) IS 'Internal: the lowest bit set in mask at or above bit from (0 to 62), NULL when none.';
 
 CREATE FUNCTION runq._park_on_entry() RETURNS trigger
     LANGUAGE plpgsql
@@ -1304,7 +1313,7 @@ $$;
 
 COMMENT ON FUNCTION runq._run_not_found(run_id bigint) IS 'Internal: raises 22023 for a NULL run_id, else RQ003 (run not found). Never returns.';
 
-CREATE FUNCTION runq._schedule_after(cron text, timezone text, every interval, created_at timestamp with time zone, after timestamp with time zone) RETURNS timestamp with time zone
+CREATE FUNCTION runq._schedule_after(cron_fields bigint[], timezone text, every interval, created_at timestamp with time zone, after timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE plpgsql STABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1312,13 +1321,13 @@ BEGIN
     IF every IS NOT NULL THEN
         RETURN runq._every_slot(created_at, every, runq._every_k(created_at, every, after));
     END IF;
-    RETURN coalesce(runq._cron_next(cron, timezone, after), 'infinity'::timestamptz);
+    RETURN coalesce(runq._cron_walk(cron_fields, timezone, after), 'infinity'::timestamptz);
 END
 $$;
 
-COMMENT ON FUNCTION runq._schedule_after(cron text, timezone text, every interval, created_at timestamp with time zone, after timestamp with time zone) IS 'Internal: a schedule''s first slot strictly after after (cron: runq._cron_next in timezone; every: runq._every_slot); infinity when its cron matches nothing.';
+COMMENT ON FUNCTION runq._schedule_after(cron_fields bigint[], timezone text, every interval, created_at timestamp with time zone, after timestamp with time zone) IS 'Internal: a schedule''s first slot strictly after after (cron: runq._cron_walk in timezone; every: runq._every_slot); infinity when its cron matches nothing.';
 
-CREATE FUNCTION runq._schedule_due(cron text, timezone text, every interval, created_at timestamp with time zone, slot timestamp with time zone, until timestamp with time zone, OUT newest timestamp with time zone, OUT next timestamp with time zone) RETURNS record
+CREATE FUNCTION runq._schedule_due(cron_fields bigint[], timezone text, every interval, created_at timestamp with time zone, slot timestamp with time zone, until timestamp with time zone, OUT newest timestamp with time zone, OUT next timestamp with time zone) RETURNS record
     LANGUAGE plpgsql STABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1336,7 +1345,7 @@ BEGIN
         RETURN;
     END IF;
     newest := slot;
-    next := coalesce(runq._cron_next(cron, timezone, slot), 'infinity'::timestamptz);
+    next := coalesce(runq._cron_walk(cron_fields, timezone, slot), 'infinity'::timestamptz);
     IF next > until THEN
         RETURN;  -- on time: slot is the newest due
     END IF;
@@ -1344,18 +1353,18 @@ BEGIN
     v_hi := until;   -- f(hi) > until
     WHILE v_hi - v_lo > interval '1 second' LOOP
         v_mid := v_lo + (v_hi - v_lo) / 2;
-        IF runq._cron_next(cron, timezone, v_mid) <= until THEN
+        IF runq._cron_walk(cron_fields, timezone, v_mid) <= until THEN
             v_lo := v_mid;
         ELSE
             v_hi := v_mid;
         END IF;
     END LOOP;
-    newest := runq._cron_next(cron, timezone, v_lo);
-    next := coalesce(runq._cron_next(cron, timezone, newest), 'infinity'::timestamptz);
+    newest := runq._cron_walk(cron_fields, timezone, v_lo);
+    next := coalesce(runq._cron_walk(cron_fields, timezone, newest), 'infinity'::timestamptz);
 END
 $$;
 
-COMMENT ON FUNCTION runq._schedule_due(cron text, timezone text, every interval, created_at timestamp with time zone, slot timestamp with time zone, until timestamp with time zone, OUT newest timestamp with time zone, OUT next timestamp with time zone) IS 'Internal: for a schedule whose slot is at or before until, the newest slot at or before until and the first slot after it (infinity when none).';
+COMMENT ON FUNCTION runq._schedule_due(cron_fields bigint[], timezone text, every interval, created_at timestamp with time zone, slot timestamp with time zone, until timestamp with time zone, OUT newest timestamp with time zone, OUT next timestamp with time zone) IS 'Internal: for a schedule whose slot is at or before until, the newest slot at or before until and the first slot after it (infinity when none).';
 
 CREATE FUNCTION runq._settings_lock() RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -2157,8 +2166,9 @@ CREATE FUNCTION runq.create_schedule(name text, tenant_id text, kind text, cron 
     AS $$
 #variable_conflict use_column
 DECLARE
-    v_now  timestamptz := clock_timestamp();
-    v_old  record;
+    v_now     timestamptz := clock_timestamp();
+    v_fields  bigint[];
+    v_old     record;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks), in the order of the arguments. An IF runs them
@@ -2189,12 +2199,20 @@ BEGIN
        AND runq._check_object('payload', create_schedule.payload)
        AND (CASE WHEN create_schedule.priority BETWEEN 0 AND 32767 THEN true
                 ELSE runq._bad_argument('priority', 'between 0 and 32767', create_schedule.priority) END)
-       AND runq._check_timezone('timezone', create_schedule.timezone)
+       -- _check_timezone reads pg_timezone_names, all of the zone database
+       -- (30 ms): UTC, and a zone a schedule already has, are known good.
+       AND (create_schedule.timezone = 'UTC'
+            OR EXISTS (SELECT FROM runq.schedule_settings AS s
+                        WHERE s.timezone = create_schedule.timezone)
+            OR runq._check_timezone('timezone', create_schedule.timezone))
        AND runq._check_count('max_attempts', create_schedule.max_attempts)
        AND runq._check_choice('recovery_policy', create_schedule.recovery_policy, 'resume, fail, zero_work')
        AND runq._check_duration('queue_ttl', create_schedule.queue_ttl)
        AND runq._check_duration('timeout', create_schedule.timeout) THEN
     END IF;
+
+    v_fields := CASE WHEN create_schedule.cron IS NOT NULL
+                     THEN runq._cron_fields('cron', create_schedule.cron) END;
 
     -- The row inserted, or locked and replaced. An insert that meets a row a
     -- concurrent create committed since the look goes round again, and
@@ -2206,14 +2224,15 @@ BEGIN
            FOR UPDATE;
         EXIT WHEN FOUND;
         INSERT INTO runq.schedule_settings
-               (name, tenant_id, kind, cron, every, timezone, payload, priority, max_attempts,
+               (name, tenant_id, kind, cron, cron_fields, every, timezone, payload, priority,
+                max_attempts,
                 recovery_policy, queue_ttl, timeout, created_at, next_slot)
         VALUES (create_schedule.name, create_schedule.tenant_id, create_schedule.kind,
-                create_schedule.cron, create_schedule.every, create_schedule.timezone,
+                create_schedule.cron, v_fields, create_schedule.every, create_schedule.timezone,
                 create_schedule.payload, create_schedule.priority, create_schedule.max_attempts,
                 create_schedule.recovery_policy, create_schedule.queue_ttl, create_schedule.timeout,
                 v_now,
-                runq._schedule_after(create_schedule.cron, create_schedule.timezone,
+                runq._schedule_after(v_fields, create_schedule.timezone,
                                      create_schedule.every, v_now, v_now))
             ON CONFLICT (name) DO NOTHING;
         IF FOUND THEN
@@ -2223,7 +2242,7 @@ BEGIN
 
     UPDATE runq.schedule_settings AS s
        SET tenant_id = create_schedule.tenant_id, kind = create_schedule.kind,
-           cron = create_schedule.cron, every = create_schedule.every,
+           cron = create_schedule.cron, cron_fields = v_fields, every = create_schedule.every,
            timezone = create_schedule.timezone, payload = create_schedule.payload,
            priority = create_schedule.priority, max_attempts = create_schedule.max_attempts,
            recovery_policy = create_schedule.recovery_policy,
@@ -2233,7 +2252,7 @@ BEGIN
                              AND v_old.every IS NOT DISTINCT FROM create_schedule.every::text
                              AND v_old.timezone = create_schedule.timezone
                             THEN s.next_slot
-                            ELSE runq._schedule_after(create_schedule.cron, create_schedule.timezone,
+                            ELSE runq._schedule_after(v_fields, create_schedule.timezone,
                                                       create_schedule.every, s.created_at, v_now)
                        END
      WHERE s.name = create_schedule.name;
@@ -3250,6 +3269,8 @@ Raises 22023 (max_runs NULL or below 1).';
 CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100) RETURNS TABLE(schedule text, slot timestamp with time zone, run_id bigint, outcome text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -3266,7 +3287,7 @@ BEGIN
     FOR schedule, slot, run_id, outcome IN
         WITH picked AS (
             SELECT s.name::text AS name, s.tenant_id::text AS tenant_id, s.kind::text AS kind,
-                   s.cron, s.every::interval AS every, s.timezone, s.created_at, s.next_slot,
+                   s.cron_fields, s.every::interval AS every, s.timezone, s.created_at, s.next_slot,
                    s.payload::jsonb AS payload, s.priority::integer AS priority,
                    s.max_attempts::integer AS max_attempts, s.recovery_policy::text AS recovery_policy,
                    s.queue_ttl::interval AS queue_ttl, s.timeout::interval AS timeout
@@ -3285,7 +3306,7 @@ BEGIN
                        AND r.status IN ('queued', 'running', 'waiting_for_user')) AS live,
                    (to_jsonb(d.newest AT TIME ZONE 'UTC') #>> '{}') || 'Z' AS slot_text
               FROM picked AS p
-             CROSS JOIN LATERAL runq._schedule_due(p.cron, p.timezone, p.every, p.created_at,
+             CROSS JOIN LATERAL runq._schedule_due(p.cron_fields, p.timezone, p.every, p.created_at,
                                                    p.next_slot, v_now) AS d
         ), created AS (
             INSERT INTO runq.runs AS r
@@ -3311,24 +3332,30 @@ BEGIN
                    v_now
               FROM created AS c
               JOIN due AS d ON d.name = c.schedule
-        ), advanced AS (
-            UPDATE runq.schedule_settings AS s
-               SET next_slot = d.next, last_slot = d.newest,
-                   last_run_id = coalesce(c.run_id, s.last_run_id)
+        ), handled AS (
+            SELECT d.*, c.run_id AS created_id
               FROM due AS d
               LEFT JOIN created AS c ON c.schedule = d.name
-             WHERE s.name = d.name
+        ), advanced AS (
+            UPDATE runq.schedule_settings AS s
+               SET next_slot = h.next, last_slot = h.newest,
+                   last_run_id = coalesce(h.created_id, s.last_run_id)
+              FROM handled AS h
+             WHERE s.name = h.name
+               -- The rows by their key: the generic plan's guess of the
+               -- schedules due is a tenth of a third of them, enough for a
+               -- hash join over all of them; an array's guess is ten.
+               AND s.name = ANY (ARRAY(SELECT d.name FROM due AS d))
         )
-        SELECT d.name, o.slot, o.run_id, o.outcome
-          FROM due AS d
-          LEFT JOIN created AS c ON c.schedule = d.name
+        SELECT h.name, o.slot, o.run_id, o.outcome
+          FROM handled AS h
          CROSS JOIN LATERAL (VALUES
-                (0, d.next_slot, NULL::bigint, 'missed'),
-                (1, d.newest, coalesce(c.run_id, d.live),
-                 CASE WHEN c.run_id IS NOT NULL THEN 'created' ELSE 'skipped_overlap' END))
+                (0, h.next_slot, NULL::bigint, 'missed'),
+                (1, h.newest, coalesce(h.created_id, h.live),
+                 CASE WHEN h.created_id IS NOT NULL THEN 'created' ELSE 'skipped_overlap' END))
                 AS o (n, slot, run_id, outcome)
-         WHERE o.n = 1 OR d.newest > d.next_slot
-         ORDER BY d.next_slot, d.name, o.n
+         WHERE o.n = 1 OR h.newest > h.next_slot
+         ORDER BY h.next_slot, h.name, o.n
     LOOP
         IF outcome = 'created' THEN
             v_created := true;
@@ -3600,10 +3627,12 @@ CREATE TABLE runq.schedule_settings (
     tenant_id runq.identifier NOT NULL,
     kind runq.identifier NOT NULL,
     cron text,
+    cron_fields bigint[],
     timezone text NOT NULL,
     recovery_policy runq.recovery_policy NOT NULL,
     payload runq.json_object NOT NULL,
-    CONSTRAINT schedule_settings_cron_or_every CHECK (((cron IS NULL) <> (every IS NULL)))
+    CONSTRAINT schedule_settings_cron_or_every CHECK (((cron IS NULL) <> (every IS NULL))),
+    CONSTRAINT schedule_settings_cron_parsed CHECK (((cron IS NULL) = (cron_fields IS NULL)))
 );
 
 COMMENT ON TABLE runq.schedule_settings IS 'Schedules: what each run gets, when the next slot is, what was handled last; written by runq.create_schedule, runq.drop_schedule and runq.tick.';
@@ -3615,6 +3644,8 @@ COMMENT ON COLUMN runq.schedule_settings.next_slot IS 'The first slot not yet ha
 COMMENT ON COLUMN runq.schedule_settings.last_slot IS 'The newest slot handled: created, skipped_overlap or missed.';
 
 COMMENT ON COLUMN runq.schedule_settings.last_run_id IS 'The newest run a slot created (no foreign key: purge may have deleted it).';
+
+COMMENT ON COLUMN runq.schedule_settings.cron_fields IS 'cron parsed by runq._cron_fields, for runq._cron_walk.';
 
 CREATE VIEW runq.schedules AS
  SELECT (s.name)::text AS name,
@@ -3823,6 +3854,8 @@ REVOKE ALL ON FUNCTION runq._checkpoint_state(run_id bigint, seq bigint) FROM PU
 
 REVOKE ALL ON FUNCTION runq._counts_are_fresh() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._cron_walk(fields bigint[], timezone text, after timestamp with time zone) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._cron_next(cron text, timezone text, after timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamp with time zone) FROM PUBLIC;
@@ -3840,6 +3873,8 @@ REVOKE ALL ON FUNCTION runq._key_lock(scope text, key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION runq._limit_of(scope text, key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._lock_settings() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._next_bit(mask bigint, "from" integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._park_on_entry() FROM PUBLIC;
 
@@ -3861,9 +3896,9 @@ REVOKE ALL ON FUNCTION runq._room_tried(scope text, key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._run_not_found(run_id bigint) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION runq._schedule_after(cron text, timezone text, every interval, created_at timestamp with time zone, after timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._schedule_after(cron_fields bigint[], timezone text, every interval, created_at timestamp with time zone, after timestamp with time zone) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION runq._schedule_due(cron text, timezone text, every interval, created_at timestamp with time zone, slot timestamp with time zone, until timestamp with time zone, OUT newest timestamp with time zone, OUT next timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._schedule_due(cron_fields bigint[], timezone text, every interval, created_at timestamp with time zone, slot timestamp with time zone, until timestamp with time zone, OUT newest timestamp with time zone, OUT next timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._settings_lock() FROM PUBLIC;
 

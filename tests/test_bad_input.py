@@ -12,8 +12,8 @@ asserts that it is accepted and stored intact instead.
 Cases are tables. Each case names the run it needs (a fresh queued, running,
 waiting or failed run, made just before the call so one case cannot disturb
 another) and binds its ids as %(q)s, %(r)s/%(e)s (run and epoch), %(w)s, %(f)s,
-%(cls)s (the fresh run's class, which no other run has) and %(u)s (a string no
-other case uses). The tables run against one database per module; the 10 MB
+%(cls)s (the fresh run's class, which no other run has), %(s)s (a fresh
+schedule's name) and %(u)s (a string no other case uses). The tables run against one database per module; the 10 MB
 and the deep cases get their own.
 """
 from __future__ import annotations
@@ -106,6 +106,12 @@ class World:
         assert self.conn.execute("SELECT runq.fail(%s, %s, '{\"code\": \"x\"}')",
                                  [ids["r"], ids["e"]]).fetchone()[0]
         return {**ids, "f": ids["r"]}
+
+    def schedule(self) -> dict[str, Any]:
+        name = f"s{next(self._names)}"
+        assert self.conn.execute("SELECT runq.create_schedule(%s, 't', 'k', cron => '17 3 * * *')",
+                                 [name]).fetchone()[0]
+        return {"s": name}
 
     def make(self, needs: str) -> dict[str, Any]:
         ids = getattr(self, needs)() if needs else {}
@@ -228,6 +234,23 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
                                ("budget", "jsonb", "'{\"cost_usd\": 1}'", True)]),  # NULL: remove it
     ("usage_report", "", [("since", "timestamptz", "now() - interval '1 hour'", False),
                           ("until", "timestamptz", "now()", True)]),  # NULL: no upper end
+    # A cron schedule whose next slot (03:17 UTC) is hours away from most test runs.
+    ("create_schedule", "", [
+        ("name", "text", "%(u)s", False),
+        ("tenant_id", "text", "'bad-t'", False),
+        ("kind", "text", "'k'", False),
+        ("cron", "text", "'17 3 * * *'", False),     # NULL with every NULL: neither is given
+        ("every", "interval", "NULL::interval", True),  # NULL: cron gives the slots
+        ("payload", "jsonb", "'{}'", False),
+        ("priority", "integer", "21000", False),
+        ("timezone", "text", "'UTC'", False),
+        ("max_attempts", "integer", "3", False),
+        ("recovery_policy", "text", "'resume'", False),
+        ("queue_ttl", "interval", "interval '1 hour'", True),  # NULL: its runs never expire
+        ("timeout", "interval", "interval '1 hour'", True),    # NULL: no deadline
+    ]),
+    ("drop_schedule", "", [("name", "text", "%(u)s", False)]),  # no such schedule: false
+    ("tick", "", [("max_runs", "integer", "10", False)]),
 ]
 
 
@@ -562,6 +585,68 @@ VALUE_CASES: list[Case] = [
     rejected("usage-report-until-equals-since", "SELECT * FROM runq.usage_report(now(), now())", "", "until"),
     rejected("usage-report-until-before-since",
              "SELECT * FROM runq.usage_report(now(), now() - interval '1 second')", "", "until"),
+    # -- schedules: exactly one of cron and every, a cron that parses, an every
+    # that grows, a time zone that exists; then as submit checks a run's
+    rejected("create-schedule-cron-and-every", *v("create_schedule", every="interval '1 hour'"),
+             "cron", "every", "'17 3 * * *'", "01:00:00"),
+    rejected("create-schedule-cron-four-fields", *v("create_schedule", cron="'17 3 * *'"),
+             "cron", "17 3 * *"),
+    rejected("create-schedule-cron-minute-60", *v("create_schedule", cron="'60 * * * *'"), "cron", "60"),
+    rejected("create-schedule-cron-step-0", *v("create_schedule", cron="'*/0 * * * *'"), "cron", "*/0"),
+    rejected("create-schedule-cron-never", *v("create_schedule", cron="'0 0 30 2 *'"), "cron", "0 0 30 2 *"),
+    rejected("create-schedule-cron-empty", *v("create_schedule", cron="''"), "cron"),
+    rejected("create-schedule-cron-sql", *v("create_schedule", cron="'* * * * *; DROP TABLE runq.runs'"),
+             "cron", "DROP TABLE"),
+    rejected("create-schedule-cron-huge", *v("create_schedule", cron="repeat('x', 1000000)"),
+             "cron", "xxxx", max_message=1000),
+    # A million-character minute list is odd but valid: stored as it is.
+    accepted("create-schedule-cron-huge-list",
+             *v("create_schedule", cron="repeat('1,', 500000) || '2 * * * *'"),
+             check="SELECT length(s.cron) = 1000009 FROM runq.schedule_settings AS s WHERE s.name = %(u)s"),
+    rejected("create-schedule-every-zero",
+             *v("create_schedule", cron="NULL::text", every="interval '0'"), "every", "00:00:00"),
+    rejected("create-schedule-every-negative",
+             *v("create_schedule", cron="NULL::text", every="interval '-1 hour'"), "every", "-01:00:00"),
+    rejected("create-schedule-every-negative-part",
+             *v("create_schedule", cron="NULL::text", every="interval '1 month -10 days'"),
+             "every", "1 mon -10 days"),
+    rejected("create-schedule-every-1000-years",
+             *v("create_schedule", cron="NULL::text", every="interval '1000 years'"), "every", "1000 years"),
+    accepted("create-schedule-every-minute",
+             *v("create_schedule", cron="NULL::text", every="interval '1 minute'"),
+             check="SELECT s.every = interval '1 minute' AND s.cron IS NULL"
+                   " FROM runq.schedule_settings AS s WHERE s.name = %(u)s"),
+    rejected("create-schedule-timezone-unknown", *v("create_schedule", timezone="'Mars/Olympus_Mons'"),
+             "timezone", "Mars/Olympus_Mons"),
+    rejected("create-schedule-timezone-empty", *v("create_schedule", timezone="''"), "timezone", "''"),
+    rejected("create-schedule-timezone-posixrules", *v("create_schedule", timezone="'posixrules'"),
+             "timezone", "posixrules"),
+    rejected("create-schedule-timezone-sql", *v("create_schedule", timezone="'UTC''; DROP TABLE runq.runs; --'"),
+             "timezone", "DROP TABLE"),
+    accepted("create-schedule-timezone-paris", *v("create_schedule", timezone="'Europe/Paris'"),
+             check="SELECT s.timezone = 'Europe/Paris' FROM runq.schedule_settings AS s WHERE s.name = %(u)s"),
+    rejected("create-schedule-name-empty", *v("create_schedule", name="''"), "name"),
+    rejected("create-schedule-priority-32768", *v("create_schedule", priority="32768"), "priority", "32768"),
+    rejected("create-schedule-max-attempts-0", *v("create_schedule", max_attempts="0"), "max_attempts", "0"),
+    rejected("create-schedule-policy-unknown", *v("create_schedule", recovery_policy="'bogus'"),
+             "recovery_policy", "bogus"),
+    rejected("create-schedule-payload-array", *v("create_schedule", payload="'[]'"), "payload", "array"),
+    rejected("create-schedule-queue-ttl-zero", *v("create_schedule", queue_ttl="interval '0'"),
+             "queue_ttl", "00:00:00"),
+    rejected("create-schedule-timeout-negative", *v("create_schedule", timeout="interval '-1 second'"),
+             "timeout", "-00:00:01"),
+    # A bad replacement changes nothing of the schedule it would replace.
+    rejected("create-schedule-replace-bad-cron",
+             "SELECT runq.create_schedule(%(s)s, 't', 'k', cron => '0 25 * * *')", "schedule",
+             "cron", "0 25 * * *"),
+    rejected("create-schedule-replace-cron-and-every",
+             "SELECT runq.create_schedule(%(s)s, 't', 'k', cron => '0 4 * * *', every => interval '1 day')",
+             "schedule", "cron", "every"),
+    rejected("drop-schedule-name-empty", *v("drop_schedule", name="''"), "name"),
+    accepted("drop-schedule-unknown", *v("drop_schedule", name="%(u)s || '-never-created'"),
+             check="SELECT NOT runq.drop_schedule(%(u)s || '-never-created')"),
+    rejected("tick-max-runs-0", *v("tick", max_runs="0"), "max_runs", "0"),
+    rejected("tick-max-runs-negative", *v("tick", max_runs="-1"), "max_runs", "-1"),
 ]
 
 

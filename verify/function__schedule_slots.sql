@@ -6,7 +6,7 @@
 \set callers ''
 \set volatility i
 \ir lib/function.sql
-\set function 'runq._schedule_after(text, text, interval, timestamptz, timestamptz); runq._schedule_due(text, text, interval, timestamptz, timestamptz, timestamptz)'
+\set function 'runq._schedule_after(bigint[], text, interval, timestamptz, timestamptz); runq._schedule_due(bigint[], text, interval, timestamptz, timestamptz, timestamptz)'
 \set callers ''
 \set volatility s
 \ir lib/function.sql

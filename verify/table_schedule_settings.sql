@@ -2,7 +2,7 @@
 
 \ir lib/begin.sql
 
-SELECT name, tenant_id, kind, cron, every, timezone, payload, priority, max_attempts,
+SELECT name, tenant_id, kind, cron, cron_fields, every, timezone, payload, priority, max_attempts,
        recovery_policy, queue_ttl, timeout, created_at, next_slot, last_slot, last_run_id
   FROM runq.schedule_settings WHERE false;
 
@@ -14,6 +14,11 @@ BEGIN
              WHERE c.conrelid = 'runq.schedule_settings'::regclass
                AND c.conname = 'schedule_settings_cron_or_every'),
         'schedule_settings: the CHECK that exactly one of cron and every is given is missing';
+    ASSERT (SELECT pg_catalog.pg_get_constraintdef(c.oid) = 'CHECK (((cron IS NULL) = (cron_fields IS NULL)))'
+              FROM pg_catalog.pg_constraint AS c
+             WHERE c.conrelid = 'runq.schedule_settings'::regclass
+               AND c.conname = 'schedule_settings_cron_parsed'),
+        'schedule_settings: the CHECK that a cron is kept parsed is missing';
     ASSERT (SELECT pg_catalog.array_agg(a.attname::text ORDER BY k.n)
               FROM pg_catalog.pg_index AS i
              CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k (attnum, n)

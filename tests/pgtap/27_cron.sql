@@ -12,7 +12,7 @@
 -- `after` lies between the two. Every error: 22023 with its message. No runq
 -- role may call these internal functions. Nothing here touches a table.
 BEGIN;
-SELECT plan(141);
+SELECT plan(144);
 
 SET LOCAL timezone = 'UTC';
 
@@ -382,5 +382,13 @@ SELECT throws_ok($$SELECT runq._check_timezone('tz', 'CEST')$$, '22023',
                  $m$tz must be a time zone name such as UTC or Europe/Paris, got 'CEST'$m$,
                  'timezone: an abbreviation raises, naming the argument it is given');
 
+-- The walk's next minute or hour: the lowest bit set at or above a bit.
+SELECT is(ARRAY[runq._next_bit(1, 0), runq._next_bit(6, 1), runq._next_bit(5, 1),
+                runq._next_bit(1::bigint << 59, 3), runq._next_bit((1::bigint << 60) - 1, 59)],
+          ARRAY[0, 1, 2, 59, 59], '_next_bit: the lowest bit set at or above from');
+SELECT is(ARRAY[runq._next_bit(0, 0), runq._next_bit(1, 1), runq._next_bit((1::bigint << 60) - 1, 60)],
+          ARRAY[NULL, NULL, NULL]::integer[], '_next_bit: NULL when no bit is set there');
+SELECT is(runq._cron_walk(runq._cron_fields('cron', '59 23 * * *'), 'UTC', '2026-12-31 23:59:00+00'),
+          '2027-01-01 23:59:00+00'::timestamptz, '_cron_walk: the last minute of the day, from itself');
 SELECT * FROM finish();
 ROLLBACK;

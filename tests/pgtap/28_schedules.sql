@@ -21,7 +21,7 @@
 -- schedule's created_at) back: the functions read the clock. Classes
 -- 2800..2899; tenants, kinds and schedules named sc-*.
 BEGIN;
-SELECT plan(135);
+SELECT plan(137);
 
 -- The newest 1 January, 00:00 UTC, n years back (0: this year's): the slots
 -- of '0 0 1 1 *' in UTC, none of which comes while this file runs.
@@ -498,9 +498,10 @@ UPDATE runq.runs SET status = 'cancelled', finished_at = now() WHERE schedule = 
 SELECT pg_temp.tick_buffers() AS few_one \gset
 SELECT pg_temp.tick_buffers() AS few_none \gset
 -- 100,000 schedules, none due, written straight into the table.
-INSERT INTO runq.schedule_settings (name, tenant_id, kind, cron, timezone, payload, priority, max_attempts,
-                                    recovery_policy, created_at, next_slot)
-SELECT 'sc-bulk-' || g, 'sc-t', 'sc-k', '0 0 1 1 *', 'UTC', '{}', 2841, 3, 'resume', now(),
+INSERT INTO runq.schedule_settings (name, tenant_id, kind, cron, cron_fields, timezone, payload, priority,
+                                    max_attempts, recovery_policy, created_at, next_slot)
+SELECT 'sc-bulk-' || g, 'sc-t', 'sc-k', '0 0 1 1 *', runq._cron_fields('cron', '0 0 1 1 *'), 'UTC', '{}',
+       2841, 3, 'resume', now(),
        pg_temp.new_year(-1) + g * interval '1 second'
   FROM generate_series(1, 100000) AS g;
 ANALYZE runq.schedule_settings;
@@ -550,6 +551,14 @@ SELECT matches(pg_temp.pick_plan(), 'Index Cond: \(next_slot <= \$1\)',
     'the slot is its index condition, so schedules not due end the walk');
 RESET plan_cache_mode;
 
+-- A tick walks the parsed cron only: a row with a cron must have it, and an
+-- every schedule has none.
+SELECT throws_ok($$INSERT INTO runq.schedule_settings (name, tenant_id, kind, cron, timezone, payload,
+                       priority, max_attempts, recovery_policy, created_at, next_slot)
+                   VALUES ('sc-unparsed', 't', 'k', '0 0 1 1 *', 'UTC', '{}', 10, 3, 'resume', now(), now())$$,
+    '23514', NULL, 'a cron without its parsed form is refused (schedule_settings_cron_parsed)');
+SELECT is((SELECT s.cron_fields FROM runq.schedule_settings AS s WHERE s.name = 'sc-b'),
+          runq._cron_fields('cron', '0 0 1 1 *'), 'create_schedule keeps the cron parsed');
 SELECT diag(format('buffers per tick, few vs 100,000 schedules: nothing due %s/%s, one run %s/%s',
     :few_none, :many_none, :few_one, :many_one));
 SELECT * FROM finish();

@@ -22,8 +22,10 @@ from runq.types import (
     Pause,
     QueueStats,
     Run,
+    Schedule,
     Submitted,
     SweepAction,
+    TickRow,
     ToolCall,
     UsageRow,
 )
@@ -43,9 +45,11 @@ __all__ = [
     "Run",
     "RunNotFound",
     "RunqError",
+    "Schedule",
     "SessionBusy",
     "Submitted",
     "SweepAction",
+    "TickRow",
     "ToolCall",
     "UsageRow",
 ]

@@ -27,7 +27,7 @@ import psycopg
 
 from runq.client import Client, json_text
 from runq.errors import RunqError
-from runq.types import UsageRow
+from runq.types import Schedule, UsageRow
 
 __all__ = ["main"]
 
@@ -127,8 +127,10 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
     stats = client.queue_stats()
     limits = client.limits()
     pauses = client.pauses()
+    schedules = client.schedules()
     if args.json:
-        _print_json({"queue_stats": stats, "limits": limits, "pauses": pauses})
+        _print_json({"queue_stats": stats, "limits": limits, "pauses": pauses,
+                     "schedules": schedules})
         return 0
     if not stats:
         print("no queued, running, waiting or failed runs")
@@ -146,7 +148,25 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
         print(table(["paused", "key", "reason", "since"],
                     [[p.scope, _paused_key(p.scope, p.key), p.reason, p.paused_at]
                      for p in pauses]))
+    if schedules:
+        print()
+        _schedule_table(schedules)
     return 0
+
+
+def _schedule_table(schedules: Sequence[Schedule]) -> None:
+    print(table(["schedule", "tenant", "kind", "timing", "next slot", "last slot", "last run",
+                 "paused"],
+                [[s.name, s.tenant_id, s.kind, _timing(s), s.next_slot, s.last_slot,
+                  s.last_run_id, s.paused] for s in schedules]))
+
+
+def _timing(schedule: Schedule) -> str:
+    """cron '0 3 * * *' in Europe/Paris, or every 1h00m00s."""
+    if schedule.cron is not None:
+        return f"cron {schedule.cron}" + ("" if schedule.timezone == "UTC"
+                                          else f" ({schedule.timezone})")
+    return f"every {_cell(schedule.every)}"
 
 
 def _paused_key(scope: str, key: str) -> str:
@@ -307,6 +327,37 @@ def cmd_purge(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schedule(client: Client, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        schedules = client.schedules()
+        if args.json:
+            _print_json(schedules)
+        elif not schedules:
+            print("no schedules")
+        else:
+            _schedule_table(schedules)
+        return 0
+    if args.action == "drop":
+        done = client.drop_schedule(args.name)
+        if args.json:
+            _print_json({"name": args.name, "dropped": done})
+        else:
+            print(f"schedule {args.name} {'dropped' if done else 'does not exist'}")
+        return 0
+    created = client.create_schedule(
+        args.name, args.tenant, args.kind, cron=args.cron, every=args.every,
+        payload=args.payload, priority=args.priority, timezone=args.timezone,
+        max_attempts=args.max_attempts, recovery_policy=args.recovery_policy,
+        queue_ttl=args.queue_ttl, timeout=args.timeout)
+    (schedule,) = [s for s in client.schedules() if s.name == args.name]
+    if args.json:
+        _print_json({"created": created, "schedule": schedule})
+    else:
+        print(f"schedule {args.name} {'created' if created else 'replaced'}: "
+              f"{_timing(schedule)}, next slot {_cell(schedule.next_slot)}")
+    return 0
+
+
 DEFAULT_KEY = "-"  # `runq limit tenant - 2`: the default row, for every key without its own
 
 
@@ -418,6 +469,26 @@ def _time(text: str) -> datetime:
     return value if value.tzinfo is not None else value.astimezone()
 
 
+def _span(text: str) -> timedelta:
+    """An argparse type: a positive span (90s, 30m, 1h, 1d, 2w)."""
+    span = _AGO.fullmatch(text.strip())
+    if not span or float(span.group(1)) == 0:
+        raise argparse.ArgumentTypeError(
+            f"not a span such as 90s, 30m, 1h, 1d or 2w: {text!r}")
+    return timedelta(**{_UNITS[span.group(2)]: float(span.group(1))})
+
+
+def _object(text: str) -> dict[str, Any]:
+    """An argparse type: a JSON object."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not JSON: {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}")
+    return value
+
+
 _positive_seconds = _argument(float, "a number", lambda v: v > 0, "more than 0")
 _positive_int = _argument(int, "a whole number", lambda v: v >= 1, "1 or more")
 _non_negative_days = _argument(float, "a number", lambda v: 0 <= v < 365_000,
@@ -440,7 +511,8 @@ def _parser() -> argparse.ArgumentParser:
     def command(name: str, help: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=[common], help=help, description=help)
 
-    command("status", "queue statistics by priority class, the limits and the pauses")
+    command("status", "queue statistics by priority class, the limits, the pauses and the "
+                      "schedules")
     p = command("inspect", "a run (with its usage, budget and deadline) and its event timeline")
     p.add_argument("run", type=int, metavar="RUN")
     p = command("usage", "the usage recorded in a window, per tenant and kind, from the ledger")
@@ -487,6 +559,33 @@ def _parser() -> argparse.ArgumentParser:
     p = command("resume", "undo a pause: its queued runs are claimable at once")
     p.add_argument("scope", metavar="SCOPE", help="class, kind, tenant or schedule")
     p.add_argument("key", metavar="KEY", help="the class (10), kind, tenant_id or schedule")
+    p = command("schedule", "add, list or drop the schedules that runq.tick turns into runs")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    a = actions.add_parser("add", parents=[common], help="create a schedule, or replace the "
+                           "one of that name", description="Create a schedule, or replace the "
+                           "one of that name: exactly one of --cron and --every.")
+    a.add_argument("name", metavar="NAME")
+    a.add_argument("tenant", metavar="TENANT", help="the tenant_id of its runs")
+    a.add_argument("kind", metavar="KIND", help="the kind of its runs")
+    timing = a.add_mutually_exclusive_group(required=True)
+    timing.add_argument("--cron", metavar="EXPR",
+                        help="five-field cron, such as '0 3 * * *', read in --timezone")
+    timing.add_argument("--every", type=_span, metavar="SPAN",
+                        help="a run every SPAN (90s, 30m, 1h, 1d) from now on")
+    a.add_argument("--timezone", metavar="TZ", help="the cron's time zone (UTC)")
+    a.add_argument("--payload", type=_object, metavar="JSON",
+                   help="the runs' payload, a JSON object ({}); each run gets \"slot\" in it")
+    a.add_argument("--priority", type=int, help="the runs' priority class (10)")
+    a.add_argument("--max-attempts", type=int, help="the runs' max_attempts (3)")
+    a.add_argument("--recovery-policy", metavar="POLICY", help="resume, fail or zero_work")
+    a.add_argument("--queue-ttl", type=_span, metavar="SPAN",
+                   help="a run not claimed within SPAN expires")
+    a.add_argument("--timeout", type=_span, metavar="SPAN",
+                   help="a run not terminal SPAN after the tick made it fails (its deadline)")
+    actions.add_parser("list", parents=[common], help="the schedules, their next and last "
+                       "slots, whether paused")
+    d = actions.add_parser("drop", parents=[common], help="drop a schedule (its runs stay)")
+    d.add_argument("name", metavar="NAME")
     # no -h of its own: `runq worker -h` is the module's help
     sub.add_parser("worker", parents=[common], add_help=False,
                    help="run a worker pool (runq.pool; see runq worker -h)")
@@ -506,6 +605,7 @@ _COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
     "limit": cmd_limit,
     "pause": cmd_pause,
     "resume": cmd_resume,
+    "schedule": cmd_schedule,
 }
 
 _DELEGATED = {

@@ -627,6 +627,52 @@ class _Calls(Generic[Conn, Pool]):
         return _Query(sql.SQL("SELECT * FROM runq.pauses ORDER BY scope, key"), {},
                       class_row(types.Pause), list)
 
+    # -- schedules ------------------------------------------------------------
+
+    @_Call
+    def create_schedule(
+        self,
+        name: str,
+        tenant_id: str,
+        kind: str,
+        *,
+        cron: str | None = None,
+        every: timedelta | None = None,
+        payload: Mapping[str, Any] | None = None,
+        priority: int | None = None,
+        timezone: str | None = None,
+        max_attempts: int | None = None,
+        recovery_policy: str | None = None,
+        queue_ttl: timedelta | None = None,
+        timeout: timedelta | None = None,
+    ) -> _Query[bool]:
+        """runq.create_schedule: exactly one of cron ("0 3 * * *", read in
+        timezone, UTC by default) and every; True when created, False when
+        the schedule of that name was replaced. Raises InvalidArgument."""
+        return _value(bool, "create_schedule", {"name": name, "tenant_id": tenant_id,
+                                                "kind": kind}, {
+            "cron": cron, "every": every, "payload": _jsonb(payload), "priority": priority,
+            "timezone": timezone, "max_attempts": max_attempts,
+            "recovery_policy": recovery_policy, "queue_ttl": queue_ttl, "timeout": timeout})
+
+    @_Call
+    def drop_schedule(self, name: str) -> _Query[bool]:
+        """runq.drop_schedule: False when there was no schedule of that name;
+        the runs it created are left as they are."""
+        return _value(bool, "drop_schedule", {"name": name})
+
+    @_Call
+    def tick(self, max_runs: int | None = None) -> _Query[list[types.TickRow]]:
+        """runq.tick: a run for each due slot (created), or skipped_overlap
+        (the schedule's previous run is still live) or missed."""
+        return _rows(types.TickRow, "tick", {}, {"max_runs": max_runs})
+
+    @_Call
+    def schedules(self) -> _Query[list[types.Schedule]]:
+        """The runq.schedules view, by name."""
+        return _Query(sql.SQL("SELECT * FROM runq.schedules ORDER BY name"), {},
+                      class_row(types.Schedule), list)
+
 
 class Client(_Calls[psycopg.Connection[Any], ConnectionPool[Any]]):
     """Synchronous runq client; see the module's documentation."""

@@ -51,7 +51,8 @@ others at most a lock timeout.
 
 Idle class sets wake on ``LISTEN runq`` and poll every ``poll_interval``
 seconds in any case (a PgBouncer in transaction mode drops notifications). A
-timer sweeps. ``stop()`` (SIGTERM or SIGINT under ``run()``) stops claiming,
+timer sweeps, and another ticks the schedules (``runq.tick``: any number of
+pools may, a slot still makes one run). ``stop()`` (SIGTERM or SIGINT under ``run()``) stops claiming,
 gives in-flight handlers ``grace`` seconds, then releases the runs still in
 flight with ``runq.release``, which follows each run's recovery policy. A
 handler that raises SystemExit or KeyboardInterrupt gives its run back the
@@ -93,6 +94,9 @@ __all__ = ["AsyncRunContext", "Handler", "RunContext", "RunStopped", "Slot", "Wo
 log = logging.getLogger("runq.pool")
 
 T = TypeVar("T")
+
+# Schedules per runq.tick (its default).
+TICK_BATCH = 100
 
 # How long the releases after the grace period may take together (a database
 # that is gone cannot take the runs back; their leases expire).
@@ -904,6 +908,24 @@ class _Core:
                 for action in await AsyncClient(conn).sweep():
                     log.info("sweep: run %s %s", action.run_id, action.action)
 
+    async def tick_loop(self) -> None:
+        assert self.pool.tick_interval
+        while True:
+            # A full batch may leave more slots due: tick again at once.
+            while await self.tick() == TICK_BATCH:
+                pass
+            await asyncio.sleep(self.pool.tick_interval)
+
+    async def tick(self) -> int:
+        """One runq.tick; how many schedules it handled."""
+        async with self.db.connection() as conn:
+            rows = await AsyncClient(conn).tick(TICK_BATCH)
+        for row in rows:
+            (log.debug if row.outcome == "created" else log.info)(
+                "tick: schedule %s, slot %s: %s (run %s)", row.schedule, row.slot.isoformat(),
+                row.outcome, row.run_id)
+        return len({row.schedule for row in rows})
+
     # -- lifecycle ----------------------------------------------------------------
 
     async def guarded(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
@@ -942,7 +964,8 @@ class _Core:
         helpers = [asyncio.ensure_future(self.guarded(name, loop)) for name, loop in [
             ("heartbeat", self.heartbeat_loop), ("listen", self.listen_loop),
             ("complete", self.complete_loop),
-            *([("sweep", self.sweep_loop)] if pool.sweep_interval else [])]]
+            *([("sweep", self.sweep_loop)] if pool.sweep_interval else []),
+            *([("tick", self.tick_loop)] if pool.tick_interval else [])]]
         try:
             await self.stopping.wait()
             grace_ends = time.monotonic() + pool.grace
@@ -1034,6 +1057,8 @@ class WorkerPool:
     lease: timedelta = timedelta(seconds=30)
     poll_interval: float = 1.0
     sweep_interval: float | None = 5.0
+    # Seconds between ticks of the schedules (runq.tick); None: no ticks.
+    tick_interval: float | None = 5.0
     grace: float = 10.0
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     connect_kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -1150,6 +1175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--lease", type=float, default=30.0, help="lease in seconds")
     ap.add_argument("--poll", type=float, default=1.0, help="poll interval in seconds")
     ap.add_argument("--sweep-every", type=float, default=5.0, help="0: do not sweep")
+    ap.add_argument("--tick-every", type=float, default=5.0,
+                    help="seconds between ticks of the schedules; 0: do not tick")
     ap.add_argument("--grace", type=float, default=10.0, help="seconds to finish on shutdown")
     ap.add_argument("--connections", type=int, default=4,
                     help="connections the runs share (the pool holds 2 more)")
@@ -1165,7 +1192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     pool = WorkerPool(opts.database_url, handlers,
                       opts.slots or [Slot((0,), 1), Slot((0, 10, 20), 2)],
                       lease=timedelta(seconds=opts.lease), poll_interval=opts.poll,
-                      sweep_interval=opts.sweep_every or None, grace=opts.grace,
+                      sweep_interval=opts.sweep_every or None,
+                      tick_interval=opts.tick_every or None, grace=opts.grace,
                       max_connections=opts.connections,
                       **({"worker_id": opts.worker_id} if opts.worker_id else {}))
     pool.run()

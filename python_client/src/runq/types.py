@@ -34,8 +34,10 @@ __all__ = [
     "Pause",
     "QueueStats",
     "Run",
+    "Schedule",
     "Submitted",
     "SweepAction",
+    "TickRow",
     "ToolCall",
     "UsageRow",
 ]
@@ -187,6 +189,35 @@ class Pause:
     key: str
     reason: str | None
     paused_at: datetime
+
+
+@dataclass(frozen=True)
+class TickRow:
+    """One row of runq.tick: outcome created (run_id the new run),
+    skipped_overlap (run_id the schedule's run still live) or missed (slot the
+    oldest of the slots skipped, run_id None)."""
+
+    schedule: str
+    slot: datetime
+    run_id: int | None
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One row of the runq.schedules view: exactly one of cron and every;
+    last_slot the newest slot handled, last_run_id the newest run created."""
+
+    name: str
+    tenant_id: str
+    kind: str
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    next_slot: datetime
+    last_slot: datetime | None
+    last_run_id: int | None
+    paused: bool
 
 
 @dataclass(frozen=True)
