@@ -156,8 +156,18 @@ def test_upgrade_from_each_release_keeps_runs_and_reverts(released: str, clone) 
                       " FROM runq.runs WHERE session_id = 'ask'") == ["t"]
     assert query(url, "SELECT g.usage FROM runq.runs AS r, runq.get_run(r.run_id) AS g"
                       " WHERE r.session_id = 'ask'") == ['{"cost_usd": 0.5}']
+    # Old runs belong to no schedule, and a schedule made on the upgraded
+    # database ticks beside them (made an hour older by hand: its first slot,
+    # creation + 1 hour, has come).
+    assert query(url, "SELECT count(*) FROM runq.runs WHERE schedule IS NOT NULL") == ["0"]
+    psql(url, "-v", "ON_ERROR_STOP=1",
+         "-c", "SELECT runq.create_schedule('up-s', 'up', 'k', every => interval '1 hour')",
+         "-c", "UPDATE runq.schedule_settings"
+               " SET created_at = created_at - interval '1 hour', next_slot = created_at")
+    assert query(url, "SELECT schedule, outcome FROM runq.tick()") == ["up-s|created"]
+    assert query(url, "SELECT status FROM runq.runs WHERE schedule = 'up-s'") == ["queued"]
     sqitch("revert", url, "--to", released, "-y")
-    assert query(url, "SELECT count(*) FROM runq.runs") == [str(len(before))]
+    assert query(url, "SELECT count(*) FROM runq.runs") == [str(len(before) + 1)]
     sqitch("verify", url)
 
 
