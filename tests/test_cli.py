@@ -21,6 +21,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import runq
 from runq import Client
@@ -408,6 +409,181 @@ def test_sweep_every_until_sigterm(client: Client, db_url: str) -> None:
     assert json.loads(out.splitlines()[0]) == {"run_id": run, "action": "dead_lettered"}
 
 
+# -- schedules ----------------------------------------------------------------------
+
+
+def cell(value: datetime) -> str:
+    """A time as the command's tables and messages show it."""
+    return value.isoformat(sep=" ", timespec="seconds")
+
+
+def make_due(conn: psycopg.Connection[Any], name: str) -> None:
+    """The schedule's next slot a second ago (an every schedule's first)."""
+    done = conn.execute(
+        "UPDATE runq.schedule_settings SET next_slot = now() - interval '1 second',"
+        " created_at = CASE WHEN every IS NULL THEN created_at"
+        "                   ELSE now() - interval '1 second' - every END"
+        " WHERE name = %s", [name])
+    assert done.rowcount == 1, name
+
+
+def test_schedule_add(client: Client, conn: psycopg.Connection[Any],
+                      capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "schedule", "add", "nightly", "acme", "report",
+                             "--cron", "0 3 * * *", "--timezone", "Europe/Paris")
+    [nightly] = client.schedules()
+    assert (code, err) == (0, "")
+    assert out == (f"schedule nightly created: cron 0 3 * * * (Europe/Paris), "
+                   f"next slot {cell(nightly.next_slot)}\n")
+    assert (nightly.tenant_id, nightly.kind, nightly.cron, nightly.every, nightly.timezone) == (
+        "acme", "report", "0 3 * * *", None, "Europe/Paris")
+    code, out, err = run_cli(capsys, "schedule", "add", "ping", "beta", "ping", "--every", "90s",
+                             "--payload", '{"a": 1}', "--priority", "20", "--max-attempts", "5",
+                             "--recovery-policy", "fail", "--queue-ttl", "10m",
+                             "--timeout", "1h")
+    _, ping = client.schedules()
+    assert (code, err) == (0, "")
+    assert out == f"schedule ping created: every 1m30s, next slot {cell(ping.next_slot)}\n"
+    assert (ping.tenant_id, ping.kind, ping.cron, ping.every, ping.timezone) == (
+        "beta", "ping", None, timedelta(seconds=90), "UTC")
+    # Its runs carry what was given.
+    make_due(conn, "ping")
+    [row] = client.tick()
+    assert (row.schedule, row.outcome) == ("ping", "created") and row.run_id is not None
+    run = client.get_run(row.run_id)
+    assert (run.tenant_id, run.kind, run.priority, run.max_attempts) == ("beta", "ping", 20, 5)
+    assert run.deadline == run.created_at + timedelta(hours=1)
+    assert conn.execute("SELECT recovery_policy, queue_ttl FROM runq.runs WHERE run_id = %s",
+                        [row.run_id]).fetchone() == ("fail", timedelta(minutes=10))
+    [c] = client.claim([20])
+    assert c.run_id == row.run_id and c.payload == {"a": 1, "slot": c.payload["slot"]}
+    # The same timing again: replaced, its next slot kept.
+    nightly, ping = client.schedules()
+    code, out, err = run_cli(capsys, "schedule", "add", "ping", "beta", "ping", "--every", "90s")
+    assert (code, err) == (0, "")
+    assert out == f"schedule ping replaced: every 1m30s, next slot {cell(ping.next_slot)}\n"
+    assert client.schedules() == [nightly, ping]
+    code, out, err = run_cli(capsys, "--json", "schedule", "add", "nightly", "beta", "digest",
+                             "--cron", "30 4 * * 1-5")
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    replaced, _ = client.schedules()
+    assert doc == {"created": False, "schedule": {
+        "name": "nightly", "tenant_id": "beta", "kind": "digest", "cron": "30 4 * * 1-5",
+        "every": None, "timezone": "UTC", "next_slot": replaced.next_slot.isoformat(),
+        "last_slot": None, "last_run_id": None, "paused": False}}
+    assert (replaced.next_slot.hour, replaced.next_slot.minute) == (4, 30)
+
+
+def test_schedule_add_refuses_bad_input(client: Client,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # runq judges the values: exit 1 and its message, naming the value, on one line
+    for argv, names in ((["--cron", "61 * * * *"], ("cron", "61 * * * *")),
+                        (["--cron", "bogus"], ("cron", "'bogus'")),
+                        (["--cron", "0 3 * * *", "--timezone", "Mars/Base"], ("Mars/Base",)),
+                        (["--every", "1h", "--priority", "40000"], ("priority", "40000")),
+                        (["--every", "1h", "--recovery-policy", "sometimes"], ("sometimes",))):
+        code, out, err = run_cli(capsys, "schedule", "add", "s", "acme", "k", *argv)
+        assert (code, out) == (1, "") and err.startswith("runq schedule add: "), (argv, err)
+        assert err.count("\n") == 1 and all(n in err for n in names), err
+    assert client.schedules() == []
+    # The parser's: exactly one of --cron and --every, spans and JSON objects
+    for argv, why in (([], "one of the arguments --cron --every is required"),
+                      (["--cron", "0 3 * * *", "--every", "1h"], "not allowed with argument"),
+                      (["--every", "0s"], "not a span"),
+                      (["--every", "90"], "not a span"),
+                      (["--every", "1h", "--payload", "[1]"], "not a JSON object"),
+                      (["--every", "1h", "--payload", "{"], "not JSON")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["schedule", "add", "s", "acme", "k", *argv])
+        assert exit_info.value.code == 2
+        assert why in capsys.readouterr().err, argv
+    for argv in (["schedule"], ["schedule", "add", "s", "acme"], ["schedule", "drop"],
+                 ["schedule", "bogus"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2, argv
+    capsys.readouterr()
+    assert client.schedules() == []
+
+
+def test_schedule_list(client: Client, conn: psycopg.Connection[Any],
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "schedule", "list") == (0, "no schedules\n", "")
+    assert run_cli(capsys, "schedule", "list", "--json") == (0, "[]\n", "")
+    client.create_schedule("ping", "beta", "ping", every=timedelta(seconds=90))
+    client.create_schedule("nightly", "acme", "report", cron="0 3 * * *",
+                           timezone="Europe/Paris")
+    make_due(conn, "ping")
+    [row] = client.tick()
+    client.pause("schedule", "nightly")
+    nightly, ping = client.schedules()
+    assert ping.last_slot is not None
+    code, out, err = run_cli(capsys, "schedule", "list")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].split() == ["schedule", "tenant", "kind", "timing", "next", "slot", "last",
+                                "slot", "last", "run", "paused"]
+    assert set(lines[1]) == {"-", " "}
+    assert [line.split() for line in lines[2:]] == [
+        ["nightly", "acme", "report", "cron", "0", "3", "*", "*", "*", "(Europe/Paris)",
+         *cell(nightly.next_slot).split(), "-", "-", "yes"],
+        ["ping", "beta", "ping", "every", "1m30s", *cell(ping.next_slot).split(),
+         *cell(ping.last_slot).split(), str(row.run_id), "no"]]
+    code, out, _ = run_cli(capsys, "--json", "schedule", "list")
+    assert code == 0 and json.loads(out) == [
+        {"name": "nightly", "tenant_id": "acme", "kind": "report", "cron": "0 3 * * *",
+         "every": None, "timezone": "Europe/Paris", "next_slot": nightly.next_slot.isoformat(),
+         "last_slot": None, "last_run_id": None, "paused": True},
+        {"name": "ping", "tenant_id": "beta", "kind": "ping", "cron": None, "every": 90.0,
+         "timezone": "UTC", "next_slot": ping.next_slot.isoformat(),
+         "last_slot": ping.last_slot.isoformat(), "last_run_id": row.run_id, "paused": False}]
+
+
+def test_schedule_drop(client: Client, conn: psycopg.Connection[Any],
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    client.create_schedule("ping", "acme", "ping", every=timedelta(hours=1))
+    client.create_schedule("keep", "acme", "ping", every=timedelta(hours=1))
+    make_due(conn, "ping")
+    [row] = client.tick()
+    assert row.run_id is not None
+    assert run_cli(capsys, "schedule", "drop", "ping") == (0, "schedule ping dropped\n", "")
+    assert run_cli(capsys, "schedule", "drop", "ping") == (
+        0, "schedule ping does not exist\n", "")
+    code, out, _ = run_cli(capsys, "--json", "schedule", "drop", "keep")
+    assert (code, json.loads(out)) == (0, {"name": "keep", "dropped": True})
+    code, out, _ = run_cli(capsys, "schedule", "drop", "keep", "--json")
+    assert (code, json.loads(out)) == (0, {"name": "keep", "dropped": False})
+    assert client.schedules() == []
+    assert client.get_run(row.run_id).status == "queued"  # the runs it made stay
+
+
+def test_status_shows_the_schedules(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    client.create_schedule("nightly", "acme", "report", cron="0 3 * * *")
+    [nightly] = client.schedules()
+    code, out, err = run_cli(capsys, "status")
+    assert (code, err) == (0, "")
+    stats, schedules = out.split("\n\n")
+    assert stats == "no queued, running, waiting or failed runs"
+    lines = schedules.splitlines()
+    assert lines[0].split()[:4] == ["schedule", "tenant", "kind", "timing"]
+    assert [line.split() for line in lines[2:]] == [
+        ["nightly", "acme", "report", "cron", "0", "3", "*", "*", "*",
+         *cell(nightly.next_slot).split(), "-", "-", "no"]]
+    client.pause("schedule", "nightly", reason="quiet week")
+    code, out, _ = run_cli(capsys, "status")
+    _, pauses, schedules = out.split("\n\n")
+    assert pauses.splitlines()[2].split()[:4] == ["schedule", "nightly", "quiet", "week"]
+    assert schedules.splitlines()[2].split()[-1] == "yes"
+    code, out, _ = run_cli(capsys, "--json", "status")
+    doc = json.loads(out)
+    assert code == 0 and set(doc) == {"queue_stats", "limits", "pauses", "schedules"}
+    assert doc["schedules"] == [
+        {"name": "nightly", "tenant_id": "acme", "kind": "report", "cron": "0 3 * * *",
+         "every": None, "timezone": "UTC", "next_slot": nightly.next_slot.isoformat(),
+         "last_slot": None, "last_run_id": None, "paused": True}]
+
+
 def test_worker_command_gets_its_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert importlib.util.find_spec("runq.pool") is not None
     with pytest.raises(SystemExit) as exit_info:
@@ -441,4 +617,4 @@ def test_console_script_prints_no_traceback(db_url: str) -> None:
     proc = subprocess.run([*runq_command(), "--json", "status"], capture_output=True,
                           text=True, env=env, timeout=60)
     assert (proc.returncode, json.loads(proc.stdout), proc.stderr) == (
-        0, {"queue_stats": [], "limits": [], "pauses": []}, "")
+        0, {"queue_stats": [], "limits": [], "pauses": [], "schedules": []}, "")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
@@ -696,6 +697,216 @@ def test_deadline_fails_a_running_run_at_its_next_heartbeat_and_a_queued_one_in_
     assert failed.usage == {"cost_usd": 1}
     assert client.sweep() == [runq.SweepAction(queued, "deadline_exceeded")]
     assert client.get_run(queued).failure["code"] == "deadline_exceeded"  # type: ignore[index]
+
+
+# -- schedules -----------------------------------------------------------------------
+
+
+def make_due(conn: psycopg.Connection[Any], name: str) -> None:
+    """The schedule's next slot a second ago: due at the next tick. An every
+    schedule's slots count from its creation, which moves back with it, so
+    that the slot is its first and the only one due."""
+    done = conn.execute(
+        "UPDATE runq.schedule_settings SET next_slot = now() - interval '1 second',"
+        " created_at = CASE WHEN every IS NULL THEN created_at"
+        "                   ELSE now() - interval '1 second' - every END"
+        " WHERE name = %s", [name])
+    assert done.rowcount == 1, name
+
+
+def slot_of(conn: psycopg.Connection[Any], payload: dict[str, Any]) -> datetime:
+    """The "slot" a tick put in a run's payload (ISO 8601 UTC, with Z), read
+    by the server."""
+    text = payload["slot"]
+    assert isinstance(text, str) and text.endswith("Z"), payload
+    row = conn.execute("SELECT %s::timestamptz", [text]).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_create_schedule_created_then_replaced_and_schedules_by_name(
+        client: Client, conn: psycopg.Connection[Any]) -> None:
+    assert client.schedules() == []
+    before = db_now(conn)
+    assert client.create_schedule("nightly", "acme", "report", cron="0 3 * * *",
+                                  timezone="Europe/Paris") is True
+    assert client.create_schedule("ping", "beta", "ping", every=timedelta(minutes=15)) is True
+    assert client.create_schedule("hourly", "acme", "sync", cron="0 * * * *") is True
+    after = db_now(conn)
+    rows = client.schedules()
+    assert [s.name for s in rows] == ["hourly", "nightly", "ping"]  # by name
+    assert all(type(s) is runq.Schedule for s in rows)
+    hourly, nightly, ping = rows
+    assert (nightly.tenant_id, nightly.kind, nightly.cron, nightly.every, nightly.timezone) == (
+        "acme", "report", "0 3 * * *", None, "Europe/Paris")
+    assert (hourly.cron, hourly.every, hourly.timezone) == ("0 * * * *", None, "UTC")
+    assert (ping.tenant_id, ping.kind, ping.cron, ping.timezone) == ("beta", "ping", None, "UTC")
+    assert type(ping.every) is timedelta and ping.every == timedelta(minutes=15)
+    assert [(s.last_slot, s.last_run_id, s.paused) for s in rows] == [(None, None, False)] * 3
+    # The first slots: 03:00 in Paris, the top of the hour, 15 minutes on.
+    paris = nightly.next_slot.astimezone(ZoneInfo("Europe/Paris"))
+    assert (paris.hour, paris.minute, paris.second, paris.microsecond) == (3, 0, 0, 0)
+    assert before < nightly.next_slot <= after + timedelta(days=1)
+    assert (hourly.next_slot.minute, hourly.next_slot.second) == (0, 0)
+    assert before < hourly.next_slot <= after + timedelta(hours=1)
+    assert before + ping.every <= ping.next_slot <= after + ping.every
+    assert isinstance(ping.next_slot, datetime) and ping.next_slot.tzinfo is not None
+
+    # The same timing again (a deploy declaring its schedules): replaced, the
+    # next slot kept.
+    assert client.create_schedule("ping", "beta", "ping", every=timedelta(minutes=15),
+                                  payload={"v": 2}, priority=20) is False
+    assert client.schedules()[2] == ping
+    # Another timing, tenant and kind: replaced, a new first slot.
+    assert client.create_schedule("ping", "gamma", "pong", cron="*/5 * * * *") is False
+    again = client.schedules()
+    assert [s.name for s in again] == ["hourly", "nightly", "ping"]
+    assert again[:2] == [hourly, nightly]
+    moved = again[2]
+    assert (moved.tenant_id, moved.kind, moved.cron, moved.every) == (
+        "gamma", "pong", "*/5 * * * *", None)
+    assert moved.next_slot.minute % 5 == 0 and moved.next_slot.second == 0
+    assert moved.next_slot <= db_now(conn) + timedelta(minutes=5)
+
+
+def test_tick_makes_a_run_with_the_schedules_fields_and_the_slot(
+        client: Client, conn: psycopg.Connection[Any]) -> None:
+    assert client.create_schedule(
+        "report", "acme", "report", every=timedelta(hours=1), payload={"pages": 3},
+        priority=20, max_attempts=5, recovery_policy="fail", queue_ttl=timedelta(minutes=10),
+        timeout=timedelta(minutes=30)) is True
+    assert client.tick() == []  # its first slot is an hour away
+    make_due(conn, "report")
+    [row] = client.tick()
+    assert type(row) is runq.TickRow
+    assert (row.schedule, row.outcome) == ("report", "created")
+    assert isinstance(row.slot, datetime) and row.slot < db_now(conn)
+    assert isinstance(row.run_id, int)
+    run = client.get_run(row.run_id)
+    assert (run.tenant_id, run.kind, run.status, run.priority, run.max_attempts) == (
+        "acme", "report", "queued", 20, 5)
+    assert run.deadline == run.created_at + timedelta(minutes=30)
+    assert conn.execute("SELECT schedule, recovery_policy, queue_ttl FROM runq.runs"
+                        " WHERE run_id = %s", [run.run_id]).fetchone() == (
+        "report", "fail", timedelta(minutes=10))
+    [created] = client.run_events(run.run_id)
+    assert created.type == "run.created"
+    assert (created.payload["schedule"], created.payload["priority"]) == ("report", 20)
+    assert slot_of(conn, created.payload) == row.slot
+    c = claim_one(client, [20])
+    assert c.run_id == row.run_id
+    assert c.payload == {"pages": 3, "slot": c.payload["slot"]}
+    assert slot_of(conn, c.payload) == row.slot
+    [schedule] = client.schedules()
+    assert (schedule.last_slot, schedule.last_run_id) == (row.slot, row.run_id)
+    assert schedule.next_slot > db_now(conn)
+    assert client.tick() == []  # handled: the next slot is an hour on
+
+
+def test_tick_skips_a_slot_while_the_schedules_run_is_live(
+        client: Client, conn: psycopg.Connection[Any]) -> None:
+    client.create_schedule("ping", "acme", "ping", every=timedelta(hours=1))
+    make_due(conn, "ping")
+    [first] = client.tick()
+    assert first.outcome == "created" and first.run_id is not None
+    make_due(conn, "ping")
+    [queued] = client.tick()  # its run is still queued
+    assert (queued.schedule, queued.run_id, queued.outcome) == (
+        "ping", first.run_id, "skipped_overlap")
+    assert queued.slot > first.slot
+    c = claim_one(client)
+    make_due(conn, "ping")
+    [running] = client.tick()  # and now running
+    assert (running.run_id, running.outcome) == (first.run_id, "skipped_overlap")
+    [schedule] = client.schedules()
+    assert (schedule.last_slot, schedule.last_run_id) == (running.slot, first.run_id)
+    assert client.complete(first.run_id, c.epoch) is True
+    make_due(conn, "ping")
+    [second] = client.tick()  # the run ended: the next slot runs
+    assert second.outcome == "created" and second.run_id not in (None, first.run_id)
+    assert second.slot > running.slot
+    assert conn.execute("SELECT count(*) FROM runq.runs WHERE schedule = 'ping'").fetchone() == (2,)
+    assert client.schedules()[0].last_run_id == second.run_id
+
+
+def test_tick_reports_missed_schedule_slots_once_and_takes_at_most_max_runs(
+        client: Client, conn: psycopg.Connection[Any]) -> None:
+    client.create_schedule("hourly", "acme", "k", every=timedelta(hours=1))
+    client.create_schedule("other", "acme", "k", every=timedelta(hours=1))
+    # hourly as if created 3 h 1 min ago and never ticked: three slots passed.
+    row = conn.execute(
+        "UPDATE runq.schedule_settings SET created_at = now() - interval '3 hours 1 minute',"
+        " next_slot = now() - interval '2 hours 1 minute' WHERE name = 'hourly'"
+        " RETURNING created_at").fetchone()
+    assert row is not None
+    created_at = row[0]
+    make_due(conn, "other")  # due two hours after hourly's slot: ticked after it
+    with pytest.raises(InvalidArgument, match="max_runs"):
+        client.tick(max_runs=0)
+    rows = client.tick(max_runs=1)
+    assert [(r.schedule, r.outcome) for r in rows] == [("hourly", "missed"),
+                                                       ("hourly", "created")]
+    missed, made = rows
+    assert missed.run_id is None  # the oldest skipped slot; the newest one runs
+    assert missed.slot == created_at + timedelta(hours=1)
+    assert made.slot == created_at + timedelta(hours=3) and made.run_id is not None
+    assert slot_of(conn, claim_one(client).payload) == made.slot
+    [other] = client.tick(max_runs=1)
+    assert (other.schedule, other.outcome) == ("other", "created")
+    assert client.tick() == []
+
+
+def test_a_paused_schedule_does_not_tick(client: Client, conn: psycopg.Connection[Any]) -> None:
+    client.create_schedule("ping", "acme", "ping", every=timedelta(hours=1))
+    assert client.pause("schedule", "ping", reason="maintenance") is True
+    assert [s.paused for s in client.schedules()] == [True]
+    make_due(conn, "ping")
+    assert client.tick() == []
+    assert client.queue_stats() == []
+    assert client.resume("schedule", "ping") is True
+    assert [s.paused for s in client.schedules()] == [False]
+    [row] = client.tick()  # the slot it held back is still due
+    assert row.outcome == "created"
+
+
+def test_drop_schedule(client: Client, conn: psycopg.Connection[Any]) -> None:
+    assert client.drop_schedule("nope") is False
+    client.create_schedule("ping", "acme", "ping", every=timedelta(hours=1))
+    client.create_schedule("keep", "acme", "ping", cron="0 3 * * *")
+    make_due(conn, "ping")
+    [row] = client.tick()
+    assert row.run_id is not None
+    assert client.drop_schedule("ping") is True
+    assert client.drop_schedule("ping") is False
+    assert [s.name for s in client.schedules()] == ["keep"]
+    assert client.get_run(row.run_id).status == "queued"  # its run is left as it is
+    assert client.create_schedule("ping", "acme", "ping", every=timedelta(hours=1)) is True
+
+
+def test_create_schedule_refuses_bad_arguments_naming_the_value(client: Client) -> None:
+    client.create_schedule("keep", "acme", "report", cron="0 3 * * *")
+    kept = client.schedules()
+    bad: list[tuple[dict[str, Any], tuple[str, ...]]] = [
+        ({"cron": "bogus"}, ("cron", "bogus")),
+        ({"cron": "* * * *"}, ("cron", "* * * *")),
+        ({"cron": "61 * * * *"}, ("minute", "61")),
+        ({"cron": "0 3 * * *", "every": timedelta(hours=1)}, (
+            "exactly one of cron and every", "0 3 * * *")),
+        ({}, ("exactly one of cron and every", "NULL")),
+        ({"every": timedelta(0)}, ("every",)),
+        ({"cron": "0 3 * * *", "timezone": "Mars/Base"}, ("timezone", "Mars/Base")),
+        ({"cron": "0 3 * * *", "priority": 40000}, ("priority", "40000")),
+        ({"cron": "0 3 * * *", "recovery_policy": "sometimes"}, ("recovery_policy", "sometimes")),
+        ({"cron": "0 3 * * *", "payload": [1]}, ("payload",)),
+    ]
+    for name in ("new", "keep"):  # neither a creation nor a replacement
+        for kwargs, names in bad:
+            with pytest.raises(InvalidArgument) as info:
+                client.create_schedule(name, "acme", "report", **kwargs)
+            assert info.value.sqlstate == "22023"
+            for part in names:
+                assert part in str(info.value), (kwargs, str(info.value))
+    assert client.schedules() == kept
 
 
 # -- sources and transactions -------------------------------------------------------

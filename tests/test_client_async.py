@@ -191,6 +191,35 @@ async def test_usage_budget_and_deadline(client: AsyncClient) -> None:
         await client.usage_report(since, since)
 
 
+async def test_schedules(client: AsyncClient, db_url: str) -> None:
+    assert await client.schedules() == [] and await client.tick() == []
+    assert await client.create_schedule("ping", "acme", "ping", every=timedelta(hours=1),
+                                        payload={"a": 1}, priority=20) is True
+    assert await client.create_schedule("ping", "acme", "ping", every=timedelta(hours=1),
+                                        payload={"a": 2}, priority=20) is False
+    assert await client.create_schedule("nightly", "acme", "report", cron="0 3 * * *") is True
+    nightly, ping = await client.schedules()
+    assert (nightly.name, nightly.cron, nightly.every) == ("nightly", "0 3 * * *", None)
+    assert (ping.name, ping.cron, ping.every) == ("ping", None, timedelta(hours=1))
+    with pytest.raises(InvalidArgument, match="bogus"):
+        await client.create_schedule("bad", "acme", "k", cron="bogus")
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
+        await conn.execute("UPDATE runq.schedule_settings SET next_slot = now() - interval '1 s',"
+                           " created_at = now() - interval '1 s' - every WHERE name = 'ping'")
+        [row] = await client.tick(max_runs=10)
+        assert type(row) is runq.TickRow and (row.schedule, row.outcome) == ("ping", "created")
+        assert row.run_id is not None
+        c = await claim_one(client, [20])
+        assert c.run_id == row.run_id and c.payload == {"a": 2, "slot": c.payload["slot"]}
+        read = await conn.execute("SELECT %s::timestamptz", [c.payload["slot"]])
+        assert await read.fetchone() == (row.slot,) and c.payload["slot"].endswith("Z")
+    assert [s.last_run_id for s in await client.schedules()] == [None, row.run_id]
+    assert await client.drop_schedule("ping") is True
+    assert await client.drop_schedule("ping") is False
+    assert [s.name for s in await client.schedules()] == ["nightly"]
+    assert (await client.get_run(row.run_id)).status == "running"  # the run stays
+
+
 async def test_each_mapped_exception(client: AsyncClient) -> None:
     await client.submit("t", "k", {"a": 1}, idempotency_key="key")
     with pytest.raises(IdempotencyConflict) as conflict:

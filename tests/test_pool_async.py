@@ -70,6 +70,19 @@ through threading.Events they poll with asyncio.sleep.
       nothing there: the slots poll) completes runs submitted after it has
       idled, and a run reclaimed under a live handler stops it: RunStopped at
       its next write, nothing more under epoch 1. Nothing logged an error.
+  test_pool_ticks_due_schedules_into_runs_it_completes
+      a pool with tick_interval=0.2 and a handler for the schedule's kind:
+      a slot due before it starts (its first tick) and one made due while it
+      runs (its timer) each become a run it claims and completes, the
+      schedule's payload plus "slot" in each; the schedule's last_slot and
+      last_run_id name the second, its next slot an hour on.
+  test_pool_without_tick_interval_leaves_schedules_due
+      tick_interval=None: a due schedule stays due and makes no run while the
+      pool claims and completes a submitted run of its kind; a runq.tick from
+      elsewhere then makes the run, which the pool completes.
+  test_pool_ticks_schedules_again_at_once_after_a_full_batch
+      150 due schedules, more than one tick takes (100), and a tick interval
+      of 30 s: within 5 s of the start each has its one run.
 """
 from __future__ import annotations
 
@@ -787,3 +800,102 @@ def test_async_pool_through_pgbouncer(bouncer: Bouncer, conn: psycopg.Connection
     assert conn.execute("SELECT count(*) FROM runq.checkpoints WHERE run_id = %s",
                         [h]).fetchone() == (0,)
     assert errors_logged(caplog) == [], bouncer.log_tail()
+
+
+# -- 9. schedules --------------------------------------------------------------------------
+
+
+def make_due(conn: psycopg.Connection[Any], where: str = "true") -> None:
+    """The schedules' next slot a second ago, each an every schedule's first."""
+    conn.execute("UPDATE runq.schedule_settings SET next_slot = now() - interval '1 second',"
+                 " created_at = now() - interval '1 second' - every WHERE " + where)
+
+
+def schedule_runs(conn: psycopg.Connection[Any], name: str) -> dict[int, str]:
+    return dict(conn.execute("SELECT run_id, status FROM runq.runs WHERE schedule = %s"
+                             " ORDER BY run_id", [name]).fetchall())
+
+
+def succeeded(conn: psycopg.Connection[Any], name: str, n: int) -> list[int] | None:
+    """The schedule's runs once there are n and all n succeeded."""
+    found = schedule_runs(conn, name)
+    return list(found) if len(found) == n and set(found.values()) == {"succeeded"} else None
+
+
+def test_pool_ticks_due_schedules_into_runs_it_completes(
+        db_url: str, conn: psycopg.Connection[Any], pools: list[WorkerPool],
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def ping(ctx: AsyncRunContext) -> dict[str, Any]:
+        return {"got": ctx.run.payload}
+
+    conn.execute("SELECT runq.create_schedule('ping', 'acme', 'ping', every => interval '1 hour',"
+                 " payload => '{\"a\": 1}')")
+    make_due(conn)  # due before the pool starts: its first tick, at once, takes it
+    started(pools, WorkerPool(db_url, {"ping": ping}, [Slot((10,), 2)], poll_interval=0.2,
+                              sweep_interval=None, tick_interval=0.2))
+    [first] = wait_for("the schedule's run to succeed", lambda: succeeded(conn, "ping", 1), 5,
+                       lambda: schedule_runs(conn, "ping"))
+    make_due(conn)  # and again while the pool runs: its timer ticks
+    runs = wait_for("a second run to succeed", lambda: succeeded(conn, "ping", 2), 5,
+                    lambda: schedule_runs(conn, "ping"))
+    assert runs[0] == first
+    slots: list[datetime] = []
+    for run in runs:
+        row = conn.execute("SELECT payload, result, (payload->>'slot')::timestamptz"
+                           "  FROM runq.runs WHERE run_id = %s", [run]).fetchone()
+        assert row is not None
+        payload, result, slot = row
+        assert payload == {"a": 1, "slot": payload["slot"]} and result == {"got": payload}
+        assert events(conn, run) == [("run.created", 0), ("run.claimed", 1),
+                                     ("run.succeeded", 1)], events(conn, run)
+        slots.append(slot)
+    assert slots[0] < slots[1]
+    assert conn.execute(
+        "SELECT last_slot, last_run_id, next_slot > now() + interval '59 minutes'"
+        "  FROM runq.schedules WHERE name = 'ping'").fetchone() == (slots[1], runs[1], True)
+    assert errors_logged(caplog) == []
+
+
+def test_pool_without_tick_interval_leaves_schedules_due(
+        db_url: str, conn: psycopg.Connection[Any], pools: list[WorkerPool]) -> None:
+    async def ping(ctx: AsyncRunContext) -> dict[str, Any]:
+        return {"got": ctx.run.payload}
+
+    conn.execute("SELECT runq.create_schedule('ping', 'acme', 'ping', every => interval '1 hour')")
+    make_due(conn)
+    started(pools, WorkerPool(db_url, {"ping": ping}, [Slot((10,), 2)], poll_interval=0.1,
+                              sweep_interval=None, tick_interval=None))
+    [submitted] = submit(conn, "ping")  # the pool is up and runs the kind
+    wait_for("the submitted run to end", lambda: all_terminal(conn, [submitted]), 5)
+    assert statuses(conn, [submitted]) == {submitted: "succeeded"}
+    time.sleep(1.0)  # five ticks at 0.2 s
+    assert schedule_runs(conn, "ping") == {}
+    assert value(conn, "SELECT next_slot < now() AND last_slot IS NULL FROM runq.schedules"
+                 " WHERE name = 'ping'") is True
+    # Something else ticks instead (an operator, pg_cron): the pool runs what it made.
+    [(run, outcome)] = conn.execute("SELECT run_id, outcome FROM runq.tick()").fetchall()
+    assert outcome == "created"
+    wait_for("the ticked run to end", lambda: all_terminal(conn, [run]), 5)
+    assert schedule_runs(conn, "ping") == {run: "succeeded"}
+
+
+def test_pool_ticks_schedules_again_at_once_after_a_full_batch(
+        db_url: str, conn: psycopg.Connection[Any], pools: list[WorkerPool],
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def other(ctx: AsyncRunContext) -> None:
+        raise AssertionError("no run of this kind is submitted")
+
+    # 150 due schedules, more than one tick takes (100); the next tick is 30 s
+    # away, so the pool's first tick and the one right after it make them all.
+    conn.execute("SELECT count(runq.create_schedule('s' || g, 'acme', 'batch',"
+                 " every => interval '1 hour')) FROM generate_series(1, 150) AS g")
+    make_due(conn)
+    started(pools, WorkerPool(db_url, {"other": other}, [Slot((10,), 1)], poll_interval=0.2,
+                              sweep_interval=None, tick_interval=30.0))
+    wait_for("a run for each schedule", lambda: value(
+        conn, "SELECT count(*) = 150 FROM runq.runs WHERE schedule IS NOT NULL"), 5,
+        lambda: value(conn, "SELECT count(*) FROM runq.runs"))
+    assert conn.execute("SELECT count(DISTINCT schedule), count(*) FILTER (WHERE status = 'queued')"
+                        "  FROM runq.runs").fetchone() == (150, 150)
+    assert value(conn, "SELECT count(*) FROM runq.schedules WHERE next_slot <= now()") == 0
+    assert errors_logged(caplog) == []

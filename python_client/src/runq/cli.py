@@ -349,9 +349,12 @@ def cmd_schedule(client: Client, args: argparse.Namespace) -> int:
         payload=args.payload, priority=args.priority, timezone=args.timezone,
         max_attempts=args.max_attempts, recovery_policy=args.recovery_policy,
         queue_ttl=args.queue_ttl, timeout=args.timeout)
-    (schedule,) = [s for s in client.schedules() if s.name == args.name]
+    # None when a drop came in between
+    schedule = next((s for s in client.schedules() if s.name == args.name), None)
     if args.json:
         _print_json({"created": created, "schedule": schedule})
+    elif schedule is None:
+        print(f"schedule {args.name} {'created' if created else 'replaced'}")
     else:
         print(f"schedule {args.name} {'created' if created else 'replaced'}: "
               f"{_timing(schedule)}, next slot {_cell(schedule.next_slot)}")
@@ -636,7 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.json = getattr(args, "json", False)
     args.database_url = getattr(args, "database_url", None) or os.environ.get(
         "RUNQ_DATABASE_URL")
-    prog = f"runq {args.command}"
+    prog = " ".join(["runq", args.command, *([args.action] if args.command == "schedule" else [])])
     try:
         if args.command in _DELEGATED:
             return _DELEGATED[args.command](args, extra)

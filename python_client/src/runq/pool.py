@@ -52,11 +52,11 @@ others at most a lock timeout.
 Idle class sets wake on ``LISTEN runq`` and poll every ``poll_interval``
 seconds in any case (a PgBouncer in transaction mode drops notifications). A
 timer sweeps, and another ticks the schedules (``runq.tick``: any number of
-pools may, a slot still makes one run). ``stop()`` (SIGTERM or SIGINT under ``run()``) stops claiming,
-gives in-flight handlers ``grace`` seconds, then releases the runs still in
-flight with ``runq.release``, which follows each run's recovery policy. A
-handler that raises SystemExit or KeyboardInterrupt gives its run back the
-same way and stops the pool.
+pools may, a slot still makes one run). ``stop()`` (SIGTERM or SIGINT under
+``run()``) stops claiming, gives in-flight handlers ``grace`` seconds, then
+releases the runs still in flight with ``runq.release``, which follows each
+run's recovery policy. A handler that raises SystemExit or KeyboardInterrupt
+gives its run back the same way and stops the pool.
 """
 
 from __future__ import annotations
@@ -1072,6 +1072,10 @@ class WorkerPool:
     def __post_init__(self) -> None:
         if not self.handlers:
             raise ValueError("a worker pool needs at least one handler")
+        for name in ("sweep_interval", "tick_interval"):
+            interval = getattr(self, name)
+            if interval is not None and not interval > 0:
+                raise ValueError(f"{name} must be more than 0 s (None: never), got {interval}")
         self._slots = [s if isinstance(s, Slot) else Slot(tuple(s[0]), s[1]) for s in self.slots]
         self._stopping = threading.Event()
         self._started = threading.Event()
@@ -1163,6 +1167,17 @@ def _slot(text: str) -> Slot:
             from None
 
 
+def _seconds(text: str) -> float:
+    """An argparse type: seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``runq worker MODULE``: a pool running the handlers MODULE.HANDLERS
     (a mapping of run kind to handler, ``def`` or ``async def``) until
@@ -1174,8 +1189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="CLASSES[:COUNT], repeatable (default: 0:1 and 0,10,20:2)")
     ap.add_argument("--lease", type=float, default=30.0, help="lease in seconds")
     ap.add_argument("--poll", type=float, default=1.0, help="poll interval in seconds")
-    ap.add_argument("--sweep-every", type=float, default=5.0, help="0: do not sweep")
-    ap.add_argument("--tick-every", type=float, default=5.0,
+    ap.add_argument("--sweep-every", type=_seconds, default=5.0, help="0: do not sweep")
+    ap.add_argument("--tick-every", type=_seconds, default=5.0,
                     help="seconds between ticks of the schedules; 0: do not tick")
     ap.add_argument("--grace", type=float, default=10.0, help="seconds to finish on shutdown")
     ap.add_argument("--connections", type=int, default=4,
