@@ -155,6 +155,11 @@ RETURN runq._cron_fields(argument, cron) IS NOT NULL;
 -- which PostgreSQL would also read, the latter with its sign reversed; nor
 -- the database's files that are no zone: localtime (the server machine's
 -- setting, which may change under a schedule), posixrules and Factory.
+-- Nor a zone name that is also an abbreviation (CET, EET, EST, MET, WET,
+-- GMT, ...; UTC excepted, which means the same either way): AT TIME ZONE
+-- reads an abbreviation first, as a fixed offset, so 'CET' would never
+-- change to summer time. The abbreviations are those of the session's
+-- timezone_abbreviations, which create_schedule and tick pin to Default.
 -- STABLE: the names are the server's time zone files. It reads all of them,
 -- some milliseconds: it is for create_schedule, not for a hot path.
 CREATE FUNCTION runq._check_timezone(argument text, timezone text)
@@ -165,6 +170,9 @@ CREATE FUNCTION runq._check_timezone(argument text, timezone text)
 RETURN CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z
                           WHERE lower(z.name) = lower(_check_timezone.timezone)
                             AND z.name NOT IN ('localtime', 'posixrules', 'Factory'))
+             AND (lower(_check_timezone.timezone) = 'utc'
+                  OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_abbrevs AS a
+                                  WHERE lower(a.abbrev) = lower(_check_timezone.timezone)))
             THEN true
             ELSE runq._bad_argument(argument, 'a time zone name such as UTC or Europe/Paris',
                                     quote_nullable(left(_check_timezone.timezone, 100)))

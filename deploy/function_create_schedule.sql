@@ -45,6 +45,9 @@ CREATE FUNCTION runq.create_schedule(
     VOLATILE
     SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
+    -- The set runq._check_timezone refuses abbreviations from, and tick reads
+    -- zones under.
+    SET timezone_abbreviations = 'Default'
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -132,10 +135,13 @@ BEGIN
            -- interval's = says '1 mon' = '30 days': the text tells them apart
            next_slot = CASE WHEN v_old.cron IS NOT DISTINCT FROM create_schedule.cron
                              AND v_old.every IS NOT DISTINCT FROM create_schedule.every::text
-                             AND v_old.timezone = create_schedule.timezone
+                             AND lower(v_old.timezone) = lower(create_schedule.timezone)
                             THEN s.next_slot
+                            -- After the lock: a tick that held it may have
+                            -- handled a slot after v_now meanwhile.
                             ELSE runq._schedule_after(v_fields, create_schedule.timezone,
-                                                      create_schedule.every, s.created_at, v_now)
+                                                      create_schedule.every, s.created_at,
+                                                      greatest(clock_timestamp(), s.last_slot))
                        END
      WHERE s.name = create_schedule.name;
     RETURN false;

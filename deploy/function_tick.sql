@@ -42,7 +42,11 @@ SET LOCAL statement_timeout = '10s';
 -- Takes the settings lock shared first, in a statement of its own, as
 -- admissions do: a pause committed before it is seen by the pick, and one
 -- being made waits (runq._lock_settings) for the tick's end.
--- Locks: schedule rows (skipped when locked), then what a submit locks.
+-- Locks: schedule rows (skipped when locked), then the limited tenants and
+-- kinds of their runs in sorted order, then what a submit locks. (A redrive
+-- under limits of a schedule's run, racing a tick that inserts that
+-- schedule's next run, can still deadlock with it: each waits on the other's
+-- row or tenant lock; the server ends one with 40P01, and a pool ticks again.)
 -- Raises 22023 (max_runs NULL or below 1).
 CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100)
     RETURNS TABLE(schedule text, slot timestamptz, run_id bigint, outcome text)
@@ -57,11 +61,15 @@ CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100)
     -- The pick is an index range that is empty, or short, when ticks keep up.
     SET plan_cache_mode = force_generic_plan
     SET jit = off
+    -- AT TIME ZONE reads a name as an abbreviation first: the same set for
+    -- every tick, the one create_schedule checked the zone under.
+    SET timezone_abbreviations = 'Default'
 AS $$
 #variable_conflict use_column
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_created  boolean := false;
+    v_names    text[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs it as an expression; a PERFORM
@@ -69,6 +77,35 @@ BEGIN
     IF runq._check_count('max_runs', tick.max_runs) THEN
     END IF;
     PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+
+    v_names := ARRAY(
+        SELECT s.name::text
+          FROM runq.schedule_settings AS s
+         WHERE s.next_slot <= v_now
+           AND NOT EXISTS (SELECT FROM runq.pause_settings AS p
+                            WHERE p.scope = 'schedule' AND p.key = s.name)
+         ORDER BY s.next_slot, s.name
+         LIMIT tick.max_runs
+           FOR UPDATE OF s SKIP LOCKED);
+    IF cardinality(v_names) = 0 THEN
+        RETURN;
+    END IF;
+    -- The admission of each run locks its tenant, then its kind, when they
+    -- have limits, until commit; runs of many keys inserted in schedule order
+    -- would take those locks in no order, and two ticks, or a tick and a
+    -- submit, could deadlock. So the keys are locked first, in one order:
+    -- the tenants sorted, then the kinds sorted (a submit takes one tenant,
+    -- then one kind). The admissions take them again, already held.
+    PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', k.tenant_id))
+       FROM (SELECT DISTINCT s.tenant_id::text AS tenant_id FROM runq.schedule_settings AS s
+              WHERE s.name = ANY (v_names)) AS k
+      WHERE runq._limit_of('tenant', k.tenant_id) IS NOT NULL
+      ORDER BY k.tenant_id;
+    PERFORM pg_advisory_xact_lock(runq._key_lock('kind', k.kind))
+       FROM (SELECT DISTINCT s.kind::text AS kind FROM runq.schedule_settings AS s
+              WHERE s.name = ANY (v_names)) AS k
+      WHERE runq._limit_of('kind', k.kind) IS NOT NULL
+      ORDER BY k.kind;
 
     FOR schedule, slot, run_id, outcome IN
         WITH picked AS (
@@ -78,12 +115,7 @@ BEGIN
                    s.max_attempts::integer AS max_attempts, s.recovery_policy::text AS recovery_policy,
                    s.queue_ttl::interval AS queue_ttl, s.timeout::interval AS timeout
               FROM runq.schedule_settings AS s
-             WHERE s.next_slot <= v_now
-               AND NOT EXISTS (SELECT FROM runq.pause_settings AS p
-                                WHERE p.scope = 'schedule' AND p.key = s.name)
-             ORDER BY s.next_slot, s.name
-             LIMIT tick.max_runs
-               FOR UPDATE OF s SKIP LOCKED
+             WHERE s.name = ANY (v_names)  -- locked above
         ), due AS (
             SELECT p.*, d.newest, d.next,
                    -- the previous run, if still live (runs_schedule_active_key)
@@ -128,10 +160,10 @@ BEGIN
                    last_run_id = coalesce(h.created_id, s.last_run_id)
               FROM handled AS h
              WHERE s.name = h.name
-               -- The rows by their key: the generic plan's guess of the
-               -- schedules due is a tenth of a third of them, enough for a
-               -- hash join over all of them; an array's guess is ten.
-               AND s.name = ANY (ARRAY(SELECT d.name FROM due AS d))
+               -- The rows by their key: without it, the generic plan's guess
+               -- of the schedules due (a tenth of a third of them) was enough
+               -- for a hash join over all of them; an array's guess is ten.
+               AND s.name = ANY (v_names)
         )
         SELECT h.name, o.slot, o.run_id, o.outcome
           FROM handled AS h

@@ -8578,6 +8578,187 @@ COMMENT ON FUNCTION runq._deliver_input(bigint, jsonb, timestamptz) IS
 
 COMMIT;
 
+-- ==== deploy/column_runs_schedule.sql ====
+
+-- Deploy runq:column_runs_schedule to pg
+-- requires: table_runs
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
+
+BEGIN;
+
+-- The schedule whose slot created the run (runq.tick), NULL for a submitted
+-- run. No default: a NULL column is stored in the catalog, no row rewritten,
+-- so the lock is brief on any number of runs. Plain text, no domain: a new
+-- column of a domain with a CHECK makes PostgreSQL rewrite the table to check
+-- every row's NULL against it (tick copies a name runq.identifier checked).
+-- No foreign key: a run outlives its schedule (drop_schedule leaves the runs
+-- it created as they are), and a schedule created again under that name
+-- finds them (runs_schedule_active_key).
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+ALTER TABLE runq.runs ADD COLUMN schedule text;
+
+COMMENT ON COLUMN runq.runs.schedule IS
+    'The schedule (runq.schedule_settings.name) whose slot created the run; NULL for a submitted run.';
+
+COMMIT;
+
+-- ==== deploy/index_runs_schedule_active.sql ====
+
+-- Deploy runq:index_runs_schedule_active to pg
+-- requires: column_runs_schedule
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- At most one non-terminal run per schedule, enforced by a constraint
+-- (DESIGN.md "Schedules", 004's overlap guard), as runs_session_active_key
+-- does for a session: runq.tick inserts a slot's run ON CONFLICT on this
+-- index, so two ticks, or a tick and a redrive, can never give one schedule
+-- two live runs, whatever the code above them does. waiting_for_user holds
+-- the slot too. A run without a schedule takes no entry, so a queue that
+-- uses no schedules pays nothing here.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs), and it waits for every transaction already open. Neither
+-- wait blocks a writer, so no timeout: one would only leave an INVALID index
+-- behind. A failed build leaves one too (an INVALID unique index enforces
+-- nothing); this script drops such a leftover first, so deploying again is
+-- the remedy. The column is new, so no existing run can violate it.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_schedule_active_key;
+RESET client_min_messages;
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS runs_schedule_active_key ON runq.runs (schedule)
+    WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user');
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/function_redrive.sql ====
+
+-- Deploy runq:function_redrive to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: index_runs_session_active
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: admission
+-- requires: columns_runs_deadline
+-- requires: column_runs_schedule
+-- requires: index_runs_schedule_active
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators to take a run out of the dead letter. Locks the run.
+-- The session rule still holds: the partial unique index refuses the requeue
+-- when the session has another active run, and that becomes RQ002.
+-- Raises RQ002, RQ003, RQ004 (not failed).
+--
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
+--
+-- Reworked after v0.1.3: the run is admitted or parked when limits or
+-- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
+-- deadline_exceeded, or whose deadline has passed, gets a fresh window.
+--
+-- Reworked for schedules: a run a schedule created is refused while that
+-- schedule has another non-terminal run, by runs_schedule_active_key as the
+-- session's run is by runs_session_active_key; the unique violation names
+-- its index, and the RQ002 names the schedule and its live run.
+CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_status   text;
+    v_tenant   text;
+    v_session  text;
+    v_failure  jsonb;
+    v_schedule text;
+    v_active   bigint;
+    v_index    text;
+BEGIN
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule
+      INTO v_status, v_tenant, v_session, v_failure, v_schedule
+      FROM runq.runs AS r
+     WHERE r.run_id = redrive.run_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(redrive.run_id);
+    ELSIF v_status <> 'failed' THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
+            HINT = 'Only a run in the dead letter can be redriven.';
+    END IF;
+
+    BEGIN
+        UPDATE runq.runs AS r
+           SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
+               scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
+               -- a fresh queue_ttl window, or a run that expired would expire again
+               expires_at = v_now + r.queue_ttl,
+               -- missed its deadline, or its deadline has passed since: a fresh
+               -- window (else the next sweep would fail it again at once)
+               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
+                               THEN v_now + r.timeout ELSE r.deadline END
+         WHERE r.run_id = redrive.run_id;
+    EXCEPTION WHEN unique_violation THEN
+        GET STACKED DIAGNOSTICS v_index = CONSTRAINT_NAME;
+        IF v_index = 'runs_schedule_active_key' THEN
+            SELECT r.run_id INTO v_active
+              FROM runq.runs AS r
+             WHERE r.schedule = v_schedule
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('schedule %s already has active run %s', v_schedule, v_active),
+                DETAIL = format('Run %s holds the schedule''s one non-terminal run.', v_active),
+                HINT = 'Redrive once that run has finished.';
+        END IF;
+        SELECT r.run_id INTO v_active
+          FROM runq.runs AS r
+         WHERE r.tenant_id = v_tenant AND r.session_id = v_session
+           AND r.status IN ('queued', 'running', 'waiting_for_user');
+        RAISE EXCEPTION USING ERRCODE = 'RQ002',
+            MESSAGE = format('session %s of tenant %s already has active run %s',
+                             v_session, v_tenant, v_active),
+            DETAIL = format('Run %s holds the session''s one active slot.', v_active),
+            HINT = 'Redrive once that run has finished.';
+    END;
+
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT r.run_id, r.lease_epoch, 'run.redriven',
+           jsonb_strip_nulls(jsonb_build_object('reason', redrive.reason,
+                                                'previous_failure', v_failure)),
+           v_now
+      FROM runq.runs AS r
+     WHERE r.run_id = redrive.run_id;
+    -- Back in the queue from the dead letter, it needs admitting when limits
+    -- or pauses are set (deploy/admission.sql).
+    PERFORM runq._requeued(redrive.run_id, false);
+    PERFORM pg_notify('runq', '');
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
+
+COMMENT ON FUNCTION runq.redrive(bigint, text) IS
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
+
+COMMIT;
+
 -- ==== deploy/index_runs_ready.sql ====
 
 -- Deploy runq:index_runs_ready to pg
@@ -9971,6 +10152,11 @@ RETURN runq._cron_fields(argument, cron) IS NOT NULL;
 -- which PostgreSQL would also read, the latter with its sign reversed; nor
 -- the database's files that are no zone: localtime (the server machine's
 -- setting, which may change under a schedule), posixrules and Factory.
+-- Nor a zone name that is also an abbreviation (CET, EET, EST, MET, WET,
+-- GMT, ...; UTC excepted, which means the same either way): AT TIME ZONE
+-- reads an abbreviation first, as a fixed offset, so 'CET' would never
+-- change to summer time. The abbreviations are those of the session's
+-- timezone_abbreviations, which create_schedule and tick pin to Default.
 -- STABLE: the names are the server's time zone files. It reads all of them,
 -- some milliseconds: it is for create_schedule, not for a hot path.
 CREATE FUNCTION runq._check_timezone(argument text, timezone text)
@@ -9981,6 +10167,9 @@ CREATE FUNCTION runq._check_timezone(argument text, timezone text)
 RETURN CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z
                           WHERE lower(z.name) = lower(_check_timezone.timezone)
                             AND z.name NOT IN ('localtime', 'posixrules', 'Factory'))
+             AND (lower(_check_timezone.timezone) = 'utc'
+                  OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_abbrevs AS a
+                                  WHERE lower(a.abbrev) = lower(_check_timezone.timezone)))
             THEN true
             ELSE runq._bad_argument(argument, 'a time zone name such as UTC or Europe/Paris',
                                     quote_nullable(left(_check_timezone.timezone, 100)))
@@ -10236,187 +10425,6 @@ COMMENT ON COLUMN runq.schedule_settings.created_at IS
 
 COMMIT;
 
--- ==== deploy/column_runs_schedule.sql ====
-
--- Deploy runq:column_runs_schedule to pg
--- requires: table_runs
--- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
-
-BEGIN;
-
--- The schedule whose slot created the run (runq.tick), NULL for a submitted
--- run. No default: a NULL column is stored in the catalog, no row rewritten,
--- so the lock is brief on any number of runs. Plain text, no domain: a new
--- column of a domain with a CHECK makes PostgreSQL rewrite the table to check
--- every row's NULL against it (tick copies a name runq.identifier checked).
--- No foreign key: a run outlives its schedule (drop_schedule leaves the runs
--- it created as they are), and a schedule created again under that name
--- finds them (runs_schedule_active_key).
-SET LOCAL lock_timeout = '2s';
-SET LOCAL statement_timeout = '10s';
-
-ALTER TABLE runq.runs ADD COLUMN schedule text;
-
-COMMENT ON COLUMN runq.runs.schedule IS
-    'The schedule (runq.schedule_settings.name) whose slot created the run; NULL for a submitted run.';
-
-COMMIT;
-
--- ==== deploy/index_runs_schedule_active.sql ====
-
--- Deploy runq:index_runs_schedule_active to pg
--- requires: column_runs_schedule
--- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
-
--- At most one non-terminal run per schedule, enforced by a constraint
--- (DESIGN.md "Schedules", 004's overlap guard), as runs_session_active_key
--- does for a session: runq.tick inserts a slot's run ON CONFLICT on this
--- index, so two ticks, or a tick and a redrive, can never give one schedule
--- two live runs, whatever the code above them does. waiting_for_user holds
--- the slot too. A run without a schedule takes no entry, so a queue that
--- uses no schedules pays nothing here.
---
--- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
--- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
--- heartbeats and completes do not conflict with, for the whole build (two
--- scans of runs), and it waits for every transaction already open. Neither
--- wait blocks a writer, so no timeout: one would only leave an INVALID index
--- behind. A failed build leaves one too (an INVALID unique index enforces
--- nothing); this script drops such a leftover first, so deploying again is
--- the remedy. The column is new, so no existing run can violate it.
-SET lock_timeout = 0;
-SET statement_timeout = 0;
-SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_schedule_active_key;
-RESET client_min_messages;
-CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS runs_schedule_active_key ON runq.runs (schedule)
-    WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user');
-RESET statement_timeout;
-RESET lock_timeout;
-
--- ==== deploy/function_redrive.sql ====
-
--- Deploy runq:function_redrive to pg
--- requires: table_runs
--- requires: table_run_events
--- requires: index_runs_session_active
--- requires: role_runq_admin
--- requires: argument_checks
--- requires: admission
--- requires: columns_runs_deadline
--- requires: column_runs_schedule
--- requires: index_runs_schedule_active
-
-BEGIN;
-
-SET LOCAL lock_timeout = '2s';
-SET LOCAL statement_timeout = '10s';
-
--- Called by operators to take a run out of the dead letter. Locks the run.
--- The session rule still holds: the partial unique index refuses the requeue
--- when the session has another active run, and that becomes RQ002.
--- Raises RQ002, RQ003, RQ004 (not failed).
---
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
---
--- Reworked after v0.1.3: the run is admitted or parked when limits or
--- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
--- deadline_exceeded, or whose deadline has passed, gets a fresh window.
---
--- Reworked for schedules: a run a schedule created is refused while that
--- schedule has another non-terminal run, by runs_schedule_active_key as the
--- session's run is by runs_session_active_key; the unique violation names
--- its index, and the RQ002 names the schedule and its live run.
-CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
-    RETURNS boolean
-    LANGUAGE plpgsql
-    VOLATILE
-    SECURITY DEFINER
-    SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_now      timestamptz := clock_timestamp();
-    v_status   text;
-    v_tenant   text;
-    v_session  text;
-    v_failure  jsonb;
-    v_schedule text;
-    v_active   bigint;
-    v_index    text;
-BEGIN
-    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule
-      INTO v_status, v_tenant, v_session, v_failure, v_schedule
-      FROM runq.runs AS r
-     WHERE r.run_id = redrive.run_id
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        -- A NULL run_id matches nothing, and is reported here.
-        PERFORM runq._run_not_found(redrive.run_id);
-    ELSIF v_status <> 'failed' THEN
-        RAISE EXCEPTION USING ERRCODE = 'RQ004',
-            MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
-            HINT = 'Only a run in the dead letter can be redriven.';
-    END IF;
-
-    BEGIN
-        UPDATE runq.runs AS r
-           SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
-               scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
-               -- a fresh queue_ttl window, or a run that expired would expire again
-               expires_at = v_now + r.queue_ttl,
-               -- missed its deadline, or its deadline has passed since: a fresh
-               -- window (else the next sweep would fail it again at once)
-               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
-                               THEN v_now + r.timeout ELSE r.deadline END
-         WHERE r.run_id = redrive.run_id;
-    EXCEPTION WHEN unique_violation THEN
-        GET STACKED DIAGNOSTICS v_index = CONSTRAINT_NAME;
-        IF v_index = 'runs_schedule_active_key' THEN
-            SELECT r.run_id INTO v_active
-              FROM runq.runs AS r
-             WHERE r.schedule = v_schedule
-               AND r.status IN ('queued', 'running', 'waiting_for_user');
-            RAISE EXCEPTION USING ERRCODE = 'RQ002',
-                MESSAGE = format('schedule %s already has active run %s', v_schedule, v_active),
-                DETAIL = format('Run %s holds the schedule''s one non-terminal run.', v_active),
-                HINT = 'Redrive once that run has finished.';
-        END IF;
-        SELECT r.run_id INTO v_active
-          FROM runq.runs AS r
-         WHERE r.tenant_id = v_tenant AND r.session_id = v_session
-           AND r.status IN ('queued', 'running', 'waiting_for_user');
-        RAISE EXCEPTION USING ERRCODE = 'RQ002',
-            MESSAGE = format('session %s of tenant %s already has active run %s',
-                             v_session, v_tenant, v_active),
-            DETAIL = format('Run %s holds the session''s one active slot.', v_active),
-            HINT = 'Redrive once that run has finished.';
-    END;
-
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT r.run_id, r.lease_epoch, 'run.redriven',
-           jsonb_strip_nulls(jsonb_build_object('reason', redrive.reason,
-                                                'previous_failure', v_failure)),
-           v_now
-      FROM runq.runs AS r
-     WHERE r.run_id = redrive.run_id;
-    -- Back in the queue from the dead letter, it needs admitting when limits
-    -- or pauses are set (deploy/admission.sql).
-    PERFORM runq._requeued(redrive.run_id, false);
-    PERFORM pg_notify('runq', '');
-    RETURN true;
-END
-$$;
-
-REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
-
-COMMENT ON FUNCTION runq.redrive(bigint, text) IS
-$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
-Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
-
-COMMIT;
-
 -- ==== deploy/function__schedule_slots.sql ====
 
 -- Deploy runq:function__schedule_slots to pg
@@ -10622,6 +10630,9 @@ CREATE FUNCTION runq.create_schedule(
     VOLATILE
     SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
+    -- The set runq._check_timezone refuses abbreviations from, and tick reads
+    -- zones under.
+    SET timezone_abbreviations = 'Default'
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -10709,10 +10720,13 @@ BEGIN
            -- interval's = says '1 mon' = '30 days': the text tells them apart
            next_slot = CASE WHEN v_old.cron IS NOT DISTINCT FROM create_schedule.cron
                              AND v_old.every IS NOT DISTINCT FROM create_schedule.every::text
-                             AND v_old.timezone = create_schedule.timezone
+                             AND lower(v_old.timezone) = lower(create_schedule.timezone)
                             THEN s.next_slot
+                            -- After the lock: a tick that held it may have
+                            -- handled a slot after v_now meanwhile.
                             ELSE runq._schedule_after(v_fields, create_schedule.timezone,
-                                                      create_schedule.every, s.created_at, v_now)
+                                                      create_schedule.every, s.created_at,
+                                                      greatest(clock_timestamp(), s.last_slot))
                        END
      WHERE s.name = create_schedule.name;
     RETURN false;
@@ -10819,7 +10833,11 @@ SET LOCAL statement_timeout = '10s';
 -- Takes the settings lock shared first, in a statement of its own, as
 -- admissions do: a pause committed before it is seen by the pick, and one
 -- being made waits (runq._lock_settings) for the tick's end.
--- Locks: schedule rows (skipped when locked), then what a submit locks.
+-- Locks: schedule rows (skipped when locked), then the limited tenants and
+-- kinds of their runs in sorted order, then what a submit locks. (A redrive
+-- under limits of a schedule's run, racing a tick that inserts that
+-- schedule's next run, can still deadlock with it: each waits on the other's
+-- row or tenant lock; the server ends one with 40P01, and a pool ticks again.)
 -- Raises 22023 (max_runs NULL or below 1).
 CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100)
     RETURNS TABLE(schedule text, slot timestamptz, run_id bigint, outcome text)
@@ -10834,11 +10852,15 @@ CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100)
     -- The pick is an index range that is empty, or short, when ticks keep up.
     SET plan_cache_mode = force_generic_plan
     SET jit = off
+    -- AT TIME ZONE reads a name as an abbreviation first: the same set for
+    -- every tick, the one create_schedule checked the zone under.
+    SET timezone_abbreviations = 'Default'
 AS $$
 #variable_conflict use_column
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_created  boolean := false;
+    v_names    text[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs it as an expression; a PERFORM
@@ -10846,6 +10868,35 @@ BEGIN
     IF runq._check_count('max_runs', tick.max_runs) THEN
     END IF;
     PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+
+    v_names := ARRAY(
+        SELECT s.name::text
+          FROM runq.schedule_settings AS s
+         WHERE s.next_slot <= v_now
+           AND NOT EXISTS (SELECT FROM runq.pause_settings AS p
+                            WHERE p.scope = 'schedule' AND p.key = s.name)
+         ORDER BY s.next_slot, s.name
+         LIMIT tick.max_runs
+           FOR UPDATE OF s SKIP LOCKED);
+    IF cardinality(v_names) = 0 THEN
+        RETURN;
+    END IF;
+    -- The admission of each run locks its tenant, then its kind, when they
+    -- have limits, until commit; runs of many keys inserted in schedule order
+    -- would take those locks in no order, and two ticks, or a tick and a
+    -- submit, could deadlock. So the keys are locked first, in one order:
+    -- the tenants sorted, then the kinds sorted (a submit takes one tenant,
+    -- then one kind). The admissions take them again, already held.
+    PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', k.tenant_id))
+       FROM (SELECT DISTINCT s.tenant_id::text AS tenant_id FROM runq.schedule_settings AS s
+              WHERE s.name = ANY (v_names)) AS k
+      WHERE runq._limit_of('tenant', k.tenant_id) IS NOT NULL
+      ORDER BY k.tenant_id;
+    PERFORM pg_advisory_xact_lock(runq._key_lock('kind', k.kind))
+       FROM (SELECT DISTINCT s.kind::text AS kind FROM runq.schedule_settings AS s
+              WHERE s.name = ANY (v_names)) AS k
+      WHERE runq._limit_of('kind', k.kind) IS NOT NULL
+      ORDER BY k.kind;
 
     FOR schedule, slot, run_id, outcome IN
         WITH picked AS (
@@ -10855,12 +10906,7 @@ BEGIN
                    s.max_attempts::integer AS max_attempts, s.recovery_policy::text AS recovery_policy,
                    s.queue_ttl::interval AS queue_ttl, s.timeout::interval AS timeout
               FROM runq.schedule_settings AS s
-             WHERE s.next_slot <= v_now
-               AND NOT EXISTS (SELECT FROM runq.pause_settings AS p
-                                WHERE p.scope = 'schedule' AND p.key = s.name)
-             ORDER BY s.next_slot, s.name
-             LIMIT tick.max_runs
-               FOR UPDATE OF s SKIP LOCKED
+             WHERE s.name = ANY (v_names)  -- locked above
         ), due AS (
             SELECT p.*, d.newest, d.next,
                    -- the previous run, if still live (runs_schedule_active_key)
@@ -10905,10 +10951,10 @@ BEGIN
                    last_run_id = coalesce(h.created_id, s.last_run_id)
               FROM handled AS h
              WHERE s.name = h.name
-               -- The rows by their key: the generic plan's guess of the
-               -- schedules due is a tenth of a third of them, enough for a
-               -- hash join over all of them; an array's guess is ten.
-               AND s.name = ANY (ARRAY(SELECT d.name FROM due AS d))
+               -- The rows by their key: without it, the generic plan's guess
+               -- of the schedules due (a tenth of a third of them) was enough
+               -- for a hash join over all of them; an array's guess is ten.
+               AND s.name = ANY (v_names)
         )
         SELECT h.name, o.slot, o.run_id, o.outcome
           FROM handled AS h

@@ -639,7 +639,7 @@ COMMENT ON FUNCTION runq._check_object(argument text, value jsonb) IS 'Internal:
 
 CREATE FUNCTION runq._check_timezone(argument text, timezone text) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN CASE WHEN (EXISTS (SELECT FROM pg_timezone_names z WHERE ((lower(z.name) = lower(_check_timezone.timezone)) AND (z.name <> ALL (ARRAY['localtime'::text, 'posixrules'::text, 'Factory'::text]))))) THEN true ELSE runq._bad_argument(argument, 'a time zone name such as UTC or Europe/Paris'::text, quote_nullable("left"(timezone, 100))) END;
+    RETURN CASE WHEN ((EXISTS (SELECT FROM pg_timezone_names z WHERE ((lower(z.name) = lower(_check_timezone.timezone)) AND (z.name <> ALL (ARRAY['localtime'::text, 'posixrules'::text, 'Factory'::text]))))) AND ((lower(timezone) = 'utc'::text) OR (NOT (EXISTS (SELECT FROM pg_timezone_abbrevs a WHERE (lower(a.abbrev) = lower(_check_timezone.timezone))))))) THEN true ELSE runq._bad_argument(argument, 'a time zone name such as UTC or Europe/Paris'::text, quote_nullable("left"(timezone, 100))) END;
 
 COMMENT ON FUNCTION runq._check_timezone(argument text, timezone text) IS 'Internal: true when timezone is a time zone name PostgreSQL knows (pg_timezone_names, any case); else raises 22023 naming argument and value.';
 
@@ -2163,6 +2163,7 @@ Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id
 CREATE FUNCTION runq.create_schedule(name text, tenant_id text, kind text, cron text DEFAULT NULL::text, every interval DEFAULT NULL::interval, payload jsonb DEFAULT '{}'::jsonb, priority integer DEFAULT 10, timezone text DEFAULT 'UTC'::text, max_attempts integer DEFAULT 3, recovery_policy text DEFAULT 'resume'::text, queue_ttl interval DEFAULT NULL::interval, timeout interval DEFAULT NULL::interval) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET timezone_abbreviations TO 'Default'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -2250,10 +2251,13 @@ BEGIN
            -- interval's = says '1 mon' = '30 days': the text tells them apart
            next_slot = CASE WHEN v_old.cron IS NOT DISTINCT FROM create_schedule.cron
                              AND v_old.every IS NOT DISTINCT FROM create_schedule.every::text
-                             AND v_old.timezone = create_schedule.timezone
+                             AND lower(v_old.timezone) = lower(create_schedule.timezone)
                             THEN s.next_slot
+                            -- After the lock: a tick that held it may have
+                            -- handled a slot after v_now meanwhile.
                             ELSE runq._schedule_after(v_fields, create_schedule.timezone,
-                                                      create_schedule.every, s.created_at, v_now)
+                                                      create_schedule.every, s.created_at,
+                                                      greatest(clock_timestamp(), s.last_slot))
                        END
      WHERE s.name = create_schedule.name;
     RETURN false;
@@ -3271,11 +3275,13 @@ CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100) RETURNS TABLE(schedule t
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
     SET jit TO 'off'
+    SET timezone_abbreviations TO 'Default'
     AS $$
 #variable_conflict use_column
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_created  boolean := false;
+    v_names    text[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs it as an expression; a PERFORM
@@ -3283,6 +3289,35 @@ BEGIN
     IF runq._check_count('max_runs', tick.max_runs) THEN
     END IF;
     PERFORM pg_advisory_xact_lock_shared(runq._settings_lock());
+
+    v_names := ARRAY(
+        SELECT s.name::text
+          FROM runq.schedule_settings AS s
+         WHERE s.next_slot <= v_now
+           AND NOT EXISTS (SELECT FROM runq.pause_settings AS p
+                            WHERE p.scope = 'schedule' AND p.key = s.name)
+         ORDER BY s.next_slot, s.name
+         LIMIT tick.max_runs
+           FOR UPDATE OF s SKIP LOCKED);
+    IF cardinality(v_names) = 0 THEN
+        RETURN;
+    END IF;
+    -- The admission of each run locks its tenant, then its kind, when they
+    -- have limits, until commit; runs of many keys inserted in schedule order
+    -- would take those locks in no order, and two ticks, or a tick and a
+    -- submit, could deadlock. So the keys are locked first, in one order:
+    -- the tenants sorted, then the kinds sorted (a submit takes one tenant,
+    -- then one kind). The admissions take them again, already held.
+    PERFORM pg_advisory_xact_lock(runq._key_lock('tenant', k.tenant_id))
+       FROM (SELECT DISTINCT s.tenant_id::text AS tenant_id FROM runq.schedule_settings AS s
+              WHERE s.name = ANY (v_names)) AS k
+      WHERE runq._limit_of('tenant', k.tenant_id) IS NOT NULL
+      ORDER BY k.tenant_id;
+    PERFORM pg_advisory_xact_lock(runq._key_lock('kind', k.kind))
+       FROM (SELECT DISTINCT s.kind::text AS kind FROM runq.schedule_settings AS s
+              WHERE s.name = ANY (v_names)) AS k
+      WHERE runq._limit_of('kind', k.kind) IS NOT NULL
+      ORDER BY k.kind;
 
     FOR schedule, slot, run_id, outcome IN
         WITH picked AS (
@@ -3292,12 +3327,7 @@ BEGIN
                    s.max_attempts::integer AS max_attempts, s.recovery_policy::text AS recovery_policy,
                    s.queue_ttl::interval AS queue_ttl, s.timeout::interval AS timeout
               FROM runq.schedule_settings AS s
-             WHERE s.next_slot <= v_now
-               AND NOT EXISTS (SELECT FROM runq.pause_settings AS p
-                                WHERE p.scope = 'schedule' AND p.key = s.name)
-             ORDER BY s.next_slot, s.name
-             LIMIT tick.max_runs
-               FOR UPDATE OF s SKIP LOCKED
+             WHERE s.name = ANY (v_names)  -- locked above
         ), due AS (
             SELECT p.*, d.newest, d.next,
                    -- the previous run, if still live (runs_schedule_active_key)
@@ -3342,10 +3372,10 @@ BEGIN
                    last_run_id = coalesce(h.created_id, s.last_run_id)
               FROM handled AS h
              WHERE s.name = h.name
-               -- The rows by their key: the generic plan's guess of the
-               -- schedules due is a tenth of a third of them, enough for a
-               -- hash join over all of them; an array's guess is ten.
-               AND s.name = ANY (ARRAY(SELECT d.name FROM due AS d))
+               -- The rows by their key: without it, the generic plan's guess
+               -- of the schedules due (a tenth of a third of them) was enough
+               -- for a hash join over all of them; an array's guess is ten.
+               AND s.name = ANY (v_names)
         )
         SELECT h.name, o.slot, o.run_id, o.outcome
           FROM handled AS h

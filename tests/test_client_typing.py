@@ -25,6 +25,7 @@ CALLS = [
     "sweep", "redrive", "orphan_report", "queue_stats", "dead_letter", "purge",
     "set_limit", "limits", "pause", "resume", "pauses",
     "record_usage", "set_budget", "usage_report",
+    "create_schedule", "drop_schedule", "tick", "schedules",
 ]
 
 SNIPPET = '''\

@@ -184,3 +184,56 @@ def test_eight_tickers_handle_each_slot_once_and_never_overlap(
     for s, _, r, o in rows:
         if o == "skipped_overlap":
             assert r is not None and runs[r][0] == s, (s, r)
+
+
+def test_ticks_and_submits_under_limits_do_not_deadlock(
+        connect: Callable[[], psycopg.Connection[Any]]) -> None:
+    # Under tenant and kind limits each run's admission locks its tenant and
+    # its kind until commit. 400 due schedules over 5 tenants and 3 kinds,
+    # sorted by name in an order that mixes them, ticked 50 at a time by four
+    # connections at once while two others submit runs of every tenant and
+    # kind: without the tick's up-front locking in one order this deadlocked
+    # (40P01) on the first try.
+    conn = connect()
+    conn.execute("SELECT runq.set_limit('tenant', NULL, 100000), runq.set_limit('kind', NULL, 100000)")
+    conn.execute("""SELECT runq.create_schedule('dl' || lpad(g::text, 3, '0'), 'ten' || (g * 7 % 5),
+                                                'kind' || (g * 11 % 3), every => interval '1 hour')
+                      FROM generate_series(1, 400) AS g""")
+    conn.execute("UPDATE runq.schedule_settings"
+                 " SET created_at = created_at - interval '1 hour', next_slot = created_at")
+    errors: list[BaseException] = []
+    rows: list[tuple[str, str]] = []
+    start = threading.Barrier(6)
+    done = threading.Event()
+
+    def ticker() -> None:
+        try:
+            with psycopg.connect(conn.info.dsn, autocommit=True) as c:
+                start.wait()
+                while batch := c.execute("SELECT schedule, outcome FROM runq.tick(50)").fetchall():
+                    rows.extend(batch)
+        except BaseException as error:
+            errors.append(error)
+
+    def submitter(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            with psycopg.connect(conn.info.dsn, autocommit=True) as c:
+                start.wait()
+                while not done.is_set():  # one run a transaction: one tenant, then one kind
+                    c.execute("SELECT runq.submit(%s, %s)",
+                              [f"ten{rng.randrange(5)}", f"kind{rng.randrange(3)}"])
+        except BaseException as error:
+            errors.append(error)
+
+    tickers = [threading.Thread(target=ticker) for _ in range(4)]
+    submitters = [threading.Thread(target=submitter, args=(i,)) for i in range(2)]
+    for t in tickers + submitters:
+        t.start()
+    for t in tickers:
+        t.join(60)
+    done.set()
+    for t in submitters:
+        t.join(30)
+    assert not errors, errors
+    assert sorted(rows) == sorted((f"dl{g:03d}", "created") for g in range(1, 401))

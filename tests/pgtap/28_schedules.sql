@@ -21,7 +21,7 @@
 -- schedule's created_at) back: the functions read the clock. Classes
 -- 2800..2899; tenants, kinds and schedules named sc-*.
 BEGIN;
-SELECT plan(137);
+SELECT plan(141);
 
 -- The newest 1 January, 00:00 UTC, n years back (0: this year's): the slots
 -- of '0 0 1 1 *' in UTC, none of which comes while this file runs.
@@ -135,6 +135,13 @@ SELECT is(runq.create_schedule('sc-cron', 'sc-t', 'sc-k', cron => '30 9 * * *', 
 SELECT is((SELECT next_slot FROM runq.schedules WHERE name = 'sc-cron'),
           runq._cron_next('30 9 * * *', 'Europe/Paris', clock_timestamp() - interval '1 second'),
           'another cron: next_slot is the new expression''s first slot after now');
+UPDATE runq.schedule_settings SET last_slot = now() + interval '2 days' WHERE name = 'sc-cron';  -- fixture
+SELECT runq.create_schedule('sc-cron', 'sc-t', 'sc-k', cron => '45 9 * * *', timezone => 'Europe/Paris',
+                            priority => 2800);
+SELECT is((SELECT next_slot FROM runq.schedules WHERE name = 'sc-cron'),
+          runq._cron_next('45 9 * * *', 'Europe/Paris', now() + interval '2 days'),
+          'another cron: never a slot at or before last_slot (a tick holding the row while the '
+          'replace waited may have handled one after the replace began)');
 SELECT is((SELECT last_run_id FROM runq.schedules WHERE name = 'sc-cron'), 42::bigint,
           'another cron: last_run_id still kept');
 SELECT created_at AS every_created FROM runq.schedule_settings WHERE name = 'sc-every' \gset
@@ -177,6 +184,14 @@ SELECT throws_ok($$SELECT runq.create_schedule('sc-bad', 'sc-t', 'sc-k', cron =>
 SELECT throws_ok($$SELECT runq.create_schedule('sc-bad', 'sc-t', 'sc-k', cron => '* * * * *', timezone => 'Mars/Olympus')$$,
                  '22023', 'timezone must be a time zone name such as UTC or Europe/Paris, got ''Mars/Olympus''',
                  'an unknown time zone: 22023 naming it');
+SELECT throws_ok($$SELECT runq.create_schedule('sc-bad', 'sc-t', 'sc-k', cron => '* * * * *', timezone => 'CET')$$,
+                 '22023', 'timezone must be a time zone name such as UTC or Europe/Paris, got ''CET''',
+                 'a zone name that is also an abbreviation (read as a fixed offset): 22023');
+SELECT throws_ok($$SELECT runq.create_schedule('sc-bad', 'sc-t', 'sc-k', cron => '* * * * *', timezone => 'est')$$,
+                 '22023', 'timezone must be a time zone name such as UTC or Europe/Paris, got ''est''',
+                 'an abbreviation in any case: 22023');
+SELECT lives_ok($$SELECT runq.create_schedule('sc-utc', 'sc-t', 'sc-k', cron => '* * * * *', timezone => 'utc') AND runq.drop_schedule('sc-utc')$$,
+                'UTC, a name and an abbreviation of the same offset, in any case, is a zone');
 SELECT throws_ok($$SELECT runq.create_schedule('sc-bad', 'sc-t', 'sc-k', cron => '* * * * *', timezone => NULL)$$,
                  '22023', NULL, 'a NULL time zone: 22023');
 SELECT throws_ok($$SELECT runq.create_schedule('sc-bad', 'sc-t', 'sc-k', every => interval '0')$$,
