@@ -162,21 +162,29 @@ RETURN runq._cron_fields(argument, cron) IS NOT NULL;
 -- timezone_abbreviations, which create_schedule and tick pin to Default.
 -- STABLE: the names are the server's time zone files. It reads all of them,
 -- some milliseconds: it is for create_schedule, not for a hot path.
+-- PL/pgSQL, not a SQL body: a server that inlines the SQL body into a call
+-- with constant arguments would fold the raising branch at plan time, and
+-- raise for a good zone (PostgreSQL 18 does).
 CREATE FUNCTION runq._check_timezone(argument text, timezone text)
     RETURNS boolean
-    LANGUAGE sql
+    LANGUAGE plpgsql
     STABLE
     PARALLEL SAFE
-RETURN CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z
-                          WHERE lower(z.name) = lower(_check_timezone.timezone)
-                            AND z.name NOT IN ('localtime', 'posixrules', 'Factory'))
-             AND (lower(_check_timezone.timezone) = 'utc'
-                  OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_abbrevs AS a
-                                  WHERE lower(a.abbrev) = lower(_check_timezone.timezone)))
-            THEN true
-            ELSE runq._bad_argument(argument, 'a time zone name such as UTC or Europe/Paris',
-                                    quote_nullable(left(_check_timezone.timezone, 100)))
-       END;
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z
+                WHERE lower(z.name) = lower(_check_timezone.timezone)
+                  AND z.name NOT IN ('localtime', 'posixrules', 'Factory'))
+       AND (lower(_check_timezone.timezone) = 'utc'
+            OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_abbrevs AS a
+                            WHERE lower(a.abbrev) = lower(_check_timezone.timezone))) THEN
+        RETURN true;
+    END IF;
+    RETURN runq._bad_argument(argument, 'a time zone name such as UTC or Europe/Paris',
+                              quote_nullable(left(_check_timezone.timezone, 100)));
+END
+$$;
 
 -- The first instant strictly after `after` whose local time in `timezone`
 -- matches `cron`; NULL when `after` is NULL or infinite, or when no local

@@ -638,8 +638,22 @@ CREATE FUNCTION runq._check_object(argument text, value jsonb) RETURNS boolean
 COMMENT ON FUNCTION runq._check_object(argument text, value jsonb) IS 'Internal: true when value is a jsonb object; else raises 22023 naming argument and the type it got.';
 
 CREATE FUNCTION runq._check_timezone(argument text, timezone text) RETURNS boolean
-    LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN CASE WHEN ((EXISTS (SELECT FROM pg_timezone_names z WHERE ((lower(z.name) = lower(_check_timezone.timezone)) AND (z.name <> ALL (ARRAY['localtime'::text, 'posixrules'::text, 'Factory'::text]))))) AND ((lower(timezone) = 'utc'::text) OR (NOT (EXISTS (SELECT FROM pg_timezone_abbrevs a WHERE (lower(a.abbrev) = lower(_check_timezone.timezone))))))) THEN true ELSE runq._bad_argument(argument, 'a time zone name such as UTC or Europe/Paris'::text, quote_nullable("left"(timezone, 100))) END;
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z
+                WHERE lower(z.name) = lower(_check_timezone.timezone)
+                  AND z.name NOT IN ('localtime', 'posixrules', 'Factory'))
+       AND (lower(_check_timezone.timezone) = 'utc'
+            OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_abbrevs AS a
+                            WHERE lower(a.abbrev) = lower(_check_timezone.timezone))) THEN
+        RETURN true;
+    END IF;
+    RETURN runq._bad_argument(argument, 'a time zone name such as UTC or Europe/Paris',
+                              quote_nullable(left(_check_timezone.timezone, 100)));
+END
+$$;
 
 COMMENT ON FUNCTION runq._check_timezone(argument text, timezone text) IS 'Internal: true when timezone is a time zone name PostgreSQL knows (pg_timezone_names, any case); else raises 22023 naming argument and value.';
 
