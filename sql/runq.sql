@@ -11029,3 +11029,419 @@ COMMENT ON VIEW runq.schedules IS
     'The schedules: their timing, next slot, newest slot handled, newest run created, and whether a pause (scope schedule) holds them.';
 
 COMMIT;
+
+-- ==== deploy/role_runq_observer.sql ====
+
+-- Deploy runq:role_runq_observer to pg
+-- requires: schema_runq
+
+BEGIN;
+
+-- The read-only role of dashboards and metrics (DESIGN.md "The read-only
+-- surface"): it is granted read functions and views only, so a login role
+-- that holds nothing else can change nothing.
+--
+-- Roles are cluster-wide: a second database in the same cluster deploys runq
+-- too, so create the role only when it is absent. Trying and catching the
+-- duplicate, rather than looking first, also holds when two databases deploy
+-- at the same moment.
+DO $$
+BEGIN
+    CREATE ROLE runq_observer NOLOGIN;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
+END $$;
+
+GRANT USAGE ON SCHEMA runq TO runq_observer;
+
+COMMIT;
+
+-- ==== deploy/grants_runq_observer.sql ====
+
+-- Deploy runq:grants_runq_observer to pg
+-- requires: role_runq_observer
+-- requires: function_get_run
+-- requires: function_run_events
+-- requires: function_tool_calls
+-- requires: function_dead_letter
+-- requires: function_orphan_report
+-- requires: function_usage_report
+-- requires: view_queue_stats
+-- requires: view_limits
+-- requires: view_pauses
+-- requires: view_schedules
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- What runq_observer reads that older changes created. Every function here
+-- is STABLE and every view a plain SELECT: nothing it is granted can write.
+-- A GRANT on a function takes no lock a caller waits on; on a view, a short
+-- one on the view alone.
+GRANT EXECUTE ON FUNCTION runq.get_run(bigint), runq.run_events(bigint),
+    runq.tool_calls(bigint), runq.dead_letter(integer), runq.orphan_report(interval),
+    runq.usage_report(timestamptz, timestamptz) TO runq_observer;
+GRANT SELECT ON runq.queue_stats, runq.limits, runq.pauses, runq.schedules TO runq_observer;
+
+COMMIT;
+
+-- ==== deploy/index_runs_list_tenant.sql ====
+
+-- Deploy runq:index_runs_list_tenant to pg
+-- requires: table_runs
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- runq.list_runs filtered by tenant_id, kind and status, newest first: one range of this
+-- index per key, read backwards from before_run_id (DESIGN.md "The read-only
+-- surface"). running runs take no entry: a claim writes none here, and
+-- list_runs finds them through runs_held_idx, bounded by the workers' slots.
+-- A submit and a finish each write one.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs), and it waits for every transaction already open. Neither
+-- wait blocks a writer, so no timeout: one would only leave an INVALID index
+-- behind. A failed build leaves one too; this script drops such a leftover
+-- first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_list_tenant_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_list_tenant_idx ON runq.runs (tenant_id, kind, status, run_id)
+    WHERE status <> 'running';
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/index_runs_list_kind.sql ====
+
+-- Deploy runq:index_runs_list_kind to pg
+-- requires: table_runs
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+
+-- runq.list_runs filtered by kind and status, newest first: one range of this
+-- index per key, read backwards from before_run_id (DESIGN.md "The read-only
+-- surface"). running runs take no entry: a claim writes none here, and
+-- list_runs finds them through runs_held_idx, bounded by the workers' slots.
+-- A submit and a finish each write one.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
+-- heartbeats and completes do not conflict with, for the whole build (two
+-- scans of runs), and it waits for every transaction already open. Neither
+-- wait blocks a writer, so no timeout: one would only leave an INVALID index
+-- behind. A failed build leaves one too; this script drops such a leftover
+-- first, so deploying again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_list_kind_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_list_kind_idx ON runq.runs (kind, status, run_id)
+    WHERE status <> 'running';
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/function_list_runs.sql ====
+
+-- Deploy runq:function_list_runs to pg
+-- requires: table_runs
+-- requires: table_run_usage
+-- requires: type_run_info
+-- requires: index_runs_running_tenant
+-- requires: index_runs_running_kind
+-- requires: index_runs_list_tenant
+-- requires: index_runs_list_kind
+-- requires: argument_checks
+-- requires: role_runq_observer
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by dashboards (runq_observer) and operators. Newest first, keyset
+-- paged by before_run_id, so a page costs the same at the millionth run as
+-- at the first. Each filter combination reads index ranges only:
+--   no filter                the primary key, backwards;
+--   tenant_id (and kind)     runs_list_tenant_idx, one range per kind and status;
+--   kind, or status alone    runs_list_kind_idx, one range per kind and status;
+--   running runs             runs_running_tenant_idx or runs_running_kind_idx
+--                            (the list indexes leave them out: a claim writes
+--                            no entry there), all that match, as many as the
+--                            workers hold at most.
+-- A range yields at most max_runs ids; the newest max_runs of them all are
+-- the page. Without a kind, the kinds are found by skipping through the
+-- index (one probe per kind), not by reading its entries.
+-- Raises 22023 (an unknown status, an empty or over-long tenant_id or kind,
+-- max_runs NULL or below 1).
+CREATE FUNCTION runq.list_runs(status text DEFAULT NULL, tenant_id text DEFAULT NULL,
+                               kind text DEFAULT NULL, before_run_id bigint DEFAULT NULL,
+                               max_runs integer DEFAULT 50)
+    RETURNS SETOF runq.run_info
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_before bigint := coalesce(list_runs.before_run_id, 9223372036854775807);
+    -- The statuses the list indexes hold: every one but running.
+    v_statuses text[] := CASE WHEN list_runs.status IS NULL
+                              THEN ARRAY['queued', 'waiting_for_user', 'succeeded', 'failed',
+                                         'cancelled']
+                              WHEN list_runs.status = 'running' THEN '{}'
+                              ELSE ARRAY[list_runs.status] END;
+    v_kinds text[];
+    v_ids bigint[] := '{}'::bigint[];
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    IF (list_runs.status IS NULL
+        OR runq._check_choice('status', list_runs.status,
+                              'queued, running, waiting_for_user, succeeded, failed, cancelled'))
+       AND runq._check_identifier('tenant_id', list_runs.tenant_id, true)
+       AND runq._check_identifier('kind', list_runs.kind, true)
+       AND runq._check_count('max_runs', list_runs.max_runs) THEN
+    END IF;
+
+    IF list_runs.status IS NULL AND list_runs.tenant_id IS NULL AND list_runs.kind IS NULL THEN
+        v_ids := ARRAY(SELECT r.run_id FROM runq.runs AS r
+                        WHERE r.run_id < v_before
+                        ORDER BY r.run_id DESC
+                        LIMIT list_runs.max_runs);
+    ELSE
+        IF list_runs.status IS NULL OR list_runs.status = 'running' THEN
+            -- Every running run that matches, unordered, so that the plan
+            -- reads runs_running_tenant_idx, runs_running_kind_idx (a running
+            -- run always has a lease) or either whole; runs_held_idx in
+            -- run_id order would step over every waiting_for_user run.
+            v_ids := ARRAY(SELECT r.run_id FROM runq.runs AS r
+                            WHERE r.status = 'running' AND r.lease IS NOT NULL
+                              AND r.run_id < v_before
+                              AND (list_runs.tenant_id IS NULL OR r.tenant_id = list_runs.tenant_id)
+                              AND (list_runs.kind IS NULL OR r.kind = list_runs.kind));
+        END IF;
+        IF cardinality(v_statuses) > 0 AND list_runs.tenant_id IS NOT NULL THEN
+            v_kinds := CASE WHEN list_runs.kind IS NOT NULL THEN ARRAY[list_runs.kind] ELSE ARRAY(
+                WITH RECURSIVE k(kind) AS (
+                    (SELECT r.kind::text FROM runq.runs AS r
+                      WHERE r.tenant_id = list_runs.tenant_id AND r.status <> 'running'
+                      ORDER BY r.kind LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT r.kind::text FROM runq.runs AS r
+                             WHERE r.tenant_id = list_runs.tenant_id AND r.kind > k.kind
+                               AND r.status <> 'running'
+                             ORDER BY r.kind LIMIT 1)
+                      FROM k WHERE k.kind IS NOT NULL)
+                SELECT k.kind FROM k WHERE k.kind IS NOT NULL) END;
+            v_ids := v_ids || ARRAY(
+                SELECT x.run_id
+                  FROM unnest(v_kinds) AS k(kind)
+                 CROSS JOIN unnest(v_statuses) AS s(status)
+                 CROSS JOIN LATERAL (
+                       SELECT r.run_id FROM runq.runs AS r
+                        WHERE r.tenant_id = list_runs.tenant_id AND r.kind = k.kind
+                          AND r.status = s.status AND r.status <> 'running'
+                          AND r.run_id < v_before
+                        ORDER BY r.run_id DESC
+                        LIMIT list_runs.max_runs) AS x);
+        ELSIF cardinality(v_statuses) > 0 THEN
+            v_kinds := CASE WHEN list_runs.kind IS NOT NULL THEN ARRAY[list_runs.kind] ELSE ARRAY(
+                WITH RECURSIVE k(kind) AS (
+                    (SELECT r.kind::text FROM runq.runs AS r
+                      WHERE r.status <> 'running'
+                      ORDER BY r.kind LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT r.kind::text FROM runq.runs AS r
+                             WHERE r.kind > k.kind AND r.status <> 'running'
+                             ORDER BY r.kind LIMIT 1)
+                      FROM k WHERE k.kind IS NOT NULL)
+                SELECT k.kind FROM k WHERE k.kind IS NOT NULL) END;
+            v_ids := v_ids || ARRAY(
+                SELECT x.run_id
+                  FROM unnest(v_kinds) AS k(kind)
+                 CROSS JOIN unnest(v_statuses) AS s(status)
+                 CROSS JOIN LATERAL (
+                       SELECT r.run_id FROM runq.runs AS r
+                        WHERE r.kind = k.kind AND r.status = s.status AND r.status <> 'running'
+                          AND r.run_id < v_before
+                        ORDER BY r.run_id DESC
+                        LIMIT list_runs.max_runs) AS x);
+        END IF;
+    END IF;
+
+    -- One snapshot for the whole call (a STABLE function's), so the rows
+    -- read here are the ones the ids above were found in.
+    RETURN QUERY
+        SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+               r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+               r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
+               coalesce(u.usage, '{}'), r.budget, r.deadline
+          FROM (SELECT i.id FROM unnest(v_ids) AS i(id)
+                 ORDER BY i.id DESC LIMIT list_runs.max_runs) AS page
+          JOIN runq.runs AS r ON r.run_id = page.id
+          LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
+         ORDER BY r.run_id DESC;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.list_runs(text, text, text, bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.list_runs(text, text, text, bigint, integer)
+    TO runq_observer, runq_admin;
+
+COMMENT ON FUNCTION runq.list_runs(text, text, text, bigint, integer) IS
+$c$Up to max_runs runs, newest first, with the columns of runq.get_run: those of a status, a tenant and a kind when given (each filter optional), and older than before_run_id when given (the next page: the last run_id of this one). Served by index ranges for every combination of filters, however many runs are stored.
+Raises 22023 (an unknown status, an empty or over-long tenant_id or kind, max_runs NULL or below 1).$c$;
+
+COMMIT;
+
+-- ==== deploy/index_run_events_created.sql ====
+
+-- Deploy runq:index_run_events_created to pg
+-- requires: table_run_events
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.run_events for two scans of it; reads and writes go on.
+
+-- The event log by time, for runq.throughput (a dashboard's last hour). BRIN,
+-- not a B-tree: the log is appended in time order, so a block range's
+-- summary is a narrow interval, and an insert into the unsummarised tail
+-- writes nothing here (a B-tree would take an entry from every event of the
+-- hot path). VACUUM summarises the ranges behind; an unsummarised range is
+-- read whole, which for the tail is what a recent window wants anyway.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.run_events, which no writer
+-- conflicts with, for the whole build (two scans of the event log), and it
+-- waits for every transaction already open. Neither wait blocks a writer, so
+-- no timeout: one would only leave an INVALID index behind. A failed build
+-- leaves one too; this script drops such a leftover first, so deploying
+-- again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.run_events_created_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS run_events_created_idx ON runq.run_events
+    USING brin (created_at) WITH (pages_per_range = 32);
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/function_throughput.sql ====
+
+-- Deploy runq:function_throughput to pg
+-- requires: table_run_events
+-- requires: index_run_events_created
+-- requires: argument_checks
+-- requires: role_runq_observer
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by dashboards: the chart of the last hour. It reads the events of
+-- the window through run_events_created_idx, so its cost is the window's
+-- events, not the log's. Minutes are bins of UTC (date_bin), the same in
+-- every session's time zone.
+-- Raises 22023 (since NULL or not finite).
+CREATE FUNCTION runq.throughput(since timestamptz)
+    RETURNS TABLE(minute timestamptz, started bigint, finished bigint)
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF throughput.since IS NULL OR NOT isfinite(throughput.since) THEN
+        PERFORM runq._bad_argument('since', 'a finite time', throughput.since);
+    END IF;
+    RETURN QUERY
+        SELECT date_bin('1 minute', e.created_at, timestamptz '2000-01-01 00:00+00') AS m,
+               count(*) FILTER (WHERE e.type = 'run.claimed'),
+               count(*) FILTER (WHERE e.type <> 'run.claimed')
+          FROM runq.run_events AS e
+         WHERE e.created_at >= throughput.since
+           AND e.type IN ('run.claimed', 'run.succeeded', 'run.failed', 'run.cancelled')
+         GROUP BY m
+         ORDER BY m;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.throughput(timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.throughput(timestamptz) TO runq_observer, runq_admin;
+
+COMMENT ON FUNCTION runq.throughput(timestamptz) IS
+$c$Runs started (claimed) and finished (succeeded, failed or cancelled) per minute since since, from the event log; minutes with neither are absent. Reads the window's events only.
+Raises 22023 (since NULL or not finite).$c$;
+
+COMMIT;
+
+-- ==== deploy/index_run_events_requeued.sql ====
+
+-- Deploy runq:index_run_events_requeued to pg
+-- requires: table_run_events
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.run_events for two scans of it; reads and writes go on.
+
+-- The run.requeued events, counted by runq.recovery_totals (a metrics
+-- scrape) from this index alone, as run_events_fenced_key serves the
+-- run.fenced ones. Partial: only a requeue, off the hot path, writes here.
+--
+-- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
+-- What it locks: SHARE UPDATE EXCLUSIVE on runq.run_events, which no writer
+-- conflicts with, for the whole build (two scans of the event log), and it
+-- waits for every transaction already open. Neither wait blocks a writer, so
+-- no timeout: one would only leave an INVALID index behind. A failed build
+-- leaves one too; this script drops such a leftover first, so deploying
+-- again is the remedy.
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.run_events_requeued_idx;
+RESET client_min_messages;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS run_events_requeued_idx ON runq.run_events (run_id)
+    WHERE type = 'run.requeued';
+RESET statement_timeout;
+RESET lock_timeout;
+
+-- ==== deploy/function_recovery_totals.sql ====
+
+-- Deploy runq:function_recovery_totals to pg
+-- requires: table_run_events
+-- requires: index_run_events_fenced
+-- requires: index_run_events_requeued
+-- requires: role_runq_observer
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by metrics scrapes: how often the failure detector fired (requeues)
+-- and how often it was wrong (fencings). Each count reads one partial index
+-- of those rare events, never the log. The counts are of stored events, so a
+-- purge lowers them (a Prometheus counter reads that as a reset).
+CREATE FUNCTION runq.recovery_totals()
+    RETURNS TABLE(fenced bigint, requeued bigint)
+    LANGUAGE sql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT (SELECT count(*) FROM runq.run_events AS e WHERE e.type = 'run.fenced'),
+           (SELECT count(*) FROM runq.run_events AS e WHERE e.type = 'run.requeued');
+END;
+
+REVOKE ALL ON FUNCTION runq.recovery_totals() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.recovery_totals() TO runq_observer, runq_admin;
+
+COMMENT ON FUNCTION runq.recovery_totals() IS
+$c$The run.fenced and run.requeued events stored: how often a stale worker was stopped, and how often an expired lease put a run back in the queue. A purge lowers both.$c$;
+
+COMMIT;

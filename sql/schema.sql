@@ -93,6 +93,13 @@
 --       a pause is parked (runs.parked): still queued, out of the claim's
 --       indexes; triggers on runq.runs admit every run entering the queue or
 --       park it, and hand the slot of every run leaving one to the next.
+--   Dashboards and metrics (runq_observer, a role that can change nothing):
+--       the read functions and views above, runq.list_runs (runs newest
+--       first by status, tenant and kind, keyset-paged, through
+--       runs_list_tenant_idx and runs_list_kind_idx), runq.throughput (runs
+--       started and finished per minute, through the BRIN
+--       run_events_created_idx) and runq.recovery_totals (fencings and
+--       requeues).
 --   Internal helpers are named runq._name and granted to no one; the public
 --   functions are SECURITY DEFINER with search_path pinned to pg_catalog, pg_temp.
 
@@ -2534,6 +2541,116 @@ $$;
 COMMENT ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) IS 'runq.heartbeat for many runs in one statement: the run run_ids[i] under epochs[i], one row per element in the order given. alive is what runq.heartbeat would return for it: true, or false when that run is fenced (one run.fenced event) or cancel was requested (the run becomes cancelled now) or the run is past its deadline (it becomes failed now, deadline_exceeded).
 Raises 22023 (NULL array, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).';
 
+CREATE FUNCTION runq.list_runs(status text DEFAULT NULL::text, tenant_id text DEFAULT NULL::text, kind text DEFAULT NULL::text, before_run_id bigint DEFAULT NULL::bigint, max_runs integer DEFAULT 50) RETURNS SETOF runq.run_info
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_before bigint := coalesce(list_runs.before_run_id, 9223372036854775807);
+    -- The statuses the list indexes hold: every one but running.
+    v_statuses text[] := CASE WHEN list_runs.status IS NULL
+                              THEN ARRAY['queued', 'waiting_for_user', 'succeeded', 'failed',
+                                         'cancelled']
+                              WHEN list_runs.status = 'running' THEN '{}'
+                              ELSE ARRAY[list_runs.status] END;
+    v_kinds text[];
+    v_ids bigint[] := '{}'::bigint[];
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    IF (list_runs.status IS NULL
+        OR runq._check_choice('status', list_runs.status,
+                              'queued, running, waiting_for_user, succeeded, failed, cancelled'))
+       AND runq._check_identifier('tenant_id', list_runs.tenant_id, true)
+       AND runq._check_identifier('kind', list_runs.kind, true)
+       AND runq._check_count('max_runs', list_runs.max_runs) THEN
+    END IF;
+
+    IF list_runs.status IS NULL AND list_runs.tenant_id IS NULL AND list_runs.kind IS NULL THEN
+        v_ids := ARRAY(SELECT r.run_id FROM runq.runs AS r
+                        WHERE r.run_id < v_before
+                        ORDER BY r.run_id DESC
+                        LIMIT list_runs.max_runs);
+    ELSE
+        IF list_runs.status IS NULL OR list_runs.status = 'running' THEN
+            -- Every running run that matches, unordered, so that the plan
+            -- reads runs_running_tenant_idx, runs_running_kind_idx (a running
+            -- run always has a lease) or either whole; runs_held_idx in
+            -- run_id order would step over every waiting_for_user run.
+            v_ids := ARRAY(SELECT r.run_id FROM runq.runs AS r
+                            WHERE r.status = 'running' AND r.lease IS NOT NULL
+                              AND r.run_id < v_before
+                              AND (list_runs.tenant_id IS NULL OR r.tenant_id = list_runs.tenant_id)
+                              AND (list_runs.kind IS NULL OR r.kind = list_runs.kind));
+        END IF;
+        IF cardinality(v_statuses) > 0 AND list_runs.tenant_id IS NOT NULL THEN
+            v_kinds := CASE WHEN list_runs.kind IS NOT NULL THEN ARRAY[list_runs.kind] ELSE ARRAY(
+                WITH RECURSIVE k(kind) AS (
+                    (SELECT r.kind::text FROM runq.runs AS r
+                      WHERE r.tenant_id = list_runs.tenant_id AND r.status <> 'running'
+                      ORDER BY r.kind LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT r.kind::text FROM runq.runs AS r
+                             WHERE r.tenant_id = list_runs.tenant_id AND r.kind > k.kind
+                               AND r.status <> 'running'
+                             ORDER BY r.kind LIMIT 1)
+                      FROM k WHERE k.kind IS NOT NULL)
+                SELECT k.kind FROM k WHERE k.kind IS NOT NULL) END;
+            v_ids := v_ids || ARRAY(
+                SELECT x.run_id
+                  FROM unnest(v_kinds) AS k(kind)
+                 CROSS JOIN unnest(v_statuses) AS s(status)
+                 CROSS JOIN LATERAL (
+                       SELECT r.run_id FROM runq.runs AS r
+                        WHERE r.tenant_id = list_runs.tenant_id AND r.kind = k.kind
+                          AND r.status = s.status AND r.status <> 'running'
+                          AND r.run_id < v_before
+                        ORDER BY r.run_id DESC
+                        LIMIT list_runs.max_runs) AS x);
+        ELSIF cardinality(v_statuses) > 0 THEN
+            v_kinds := CASE WHEN list_runs.kind IS NOT NULL THEN ARRAY[list_runs.kind] ELSE ARRAY(
+                WITH RECURSIVE k(kind) AS (
+                    (SELECT r.kind::text FROM runq.runs AS r
+                      WHERE r.status <> 'running'
+                      ORDER BY r.kind LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT r.kind::text FROM runq.runs AS r
+                             WHERE r.kind > k.kind AND r.status <> 'running'
+                             ORDER BY r.kind LIMIT 1)
+                      FROM k WHERE k.kind IS NOT NULL)
+                SELECT k.kind FROM k WHERE k.kind IS NOT NULL) END;
+            v_ids := v_ids || ARRAY(
+                SELECT x.run_id
+                  FROM unnest(v_kinds) AS k(kind)
+                 CROSS JOIN unnest(v_statuses) AS s(status)
+                 CROSS JOIN LATERAL (
+                       SELECT r.run_id FROM runq.runs AS r
+                        WHERE r.kind = k.kind AND r.status = s.status AND r.status <> 'running'
+                          AND r.run_id < v_before
+                        ORDER BY r.run_id DESC
+                        LIMIT list_runs.max_runs) AS x);
+        END IF;
+    END IF;
+
+    -- One snapshot for the whole call (a STABLE function's), so the rows
+    -- read here are the ones the ids above were found in.
+    RETURN QUERY
+        SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+               r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+               r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
+               coalesce(u.usage, '{}'), r.budget, r.deadline
+          FROM (SELECT i.id FROM unnest(v_ids) AS i(id)
+                 ORDER BY i.id DESC LIMIT list_runs.max_runs) AS page
+          JOIN runq.runs AS r ON r.run_id = page.id
+          LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
+         ORDER BY r.run_id DESC;
+END
+$$;
+
+COMMENT ON FUNCTION runq.list_runs(status text, tenant_id text, kind text, before_run_id bigint, max_runs integer) IS 'Up to max_runs runs, newest first, with the columns of runq.get_run: those of a status, a tenant and a kind when given (each filter optional), and older than before_run_id when given (the next page: the last run_id of this one). Served by index ranges for every combination of filters, however many runs are stored.
+Raises 22023 (an unknown status, an empty or over-long tenant_id or kind, max_runs NULL or below 1).';
+
 CREATE FUNCTION runq.orphan_report(stale_after interval DEFAULT NULL::interval) RETURNS TABLE(lease_owner text, stale boolean, did_work boolean, runs bigint, oldest_heartbeat_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2726,6 +2843,33 @@ $$;
 
 COMMENT ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) IS 'Record what a model or tool call of the run spent: usage is an object of non-negative numbers, e.g. {"input_tokens": 1200, "output_tokens": 310, "cost_usd": 0.0123} (keys are free). Each value is added to the run''s totals (exact numeric sums; runq.get_run and runq.claim show them as usage) and one run.usage event (payload: usage) is logged under epoch. Recorded even from a fenced epoch, and after the run finished, for any epoch the run was claimed with: spend is a fact whoever holds the run now. Not stopped by a cancel flag, the deadline or the budget. Returns true when the run is running under epoch, else false (fenced: one run.fenced event).
 Raises 22023 (usage not a non-empty object of non-negative numbers, NULL run_id or epoch, an epoch the run never had: 0, negative or above its current one), RQ003 (no such run).';
+
+CREATE TABLE runq.run_events (
+    run_id bigint NOT NULL,
+    event_id bigint NOT NULL,
+    epoch runq.epoch NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    type runq.event_type NOT NULL,
+    payload runq.json_object DEFAULT '{}'::jsonb NOT NULL
+);
+
+COMMENT ON TABLE runq.run_events IS 'Append-only log of every run transition, written in the same transaction as the transition.';
+
+COMMENT ON COLUMN runq.run_events.epoch IS 'The lease epoch the event belongs to: the writer''s for worker events, the run''s for queue events.';
+
+CREATE FUNCTION runq.recovery_totals() RETURNS TABLE(fenced bigint, requeued bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    BEGIN ATOMIC
+ SELECT ( SELECT count(*) AS count
+            FROM runq.run_events e
+           WHERE ((e.type)::text = 'run.fenced'::text)) AS count,
+     ( SELECT count(*) AS count
+            FROM runq.run_events e
+           WHERE ((e.type)::text = 'run.requeued'::text)) AS count;
+END;
+
+COMMENT ON FUNCTION runq.recovery_totals() IS 'The run.fenced and run.requeued events stored: how often a stale worker was stopped, and how often an expired lease put a run back in the queue. A purge lowers both.';
 
 CREATE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL::text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3284,6 +3428,29 @@ $$;
 COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
 Raises 22023 (max_runs NULL or below 1).';
 
+CREATE FUNCTION runq.throughput(since timestamp with time zone) RETURNS TABLE(minute timestamp with time zone, started bigint, finished bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF throughput.since IS NULL OR NOT isfinite(throughput.since) THEN
+        PERFORM runq._bad_argument('since', 'a finite time', throughput.since);
+    END IF;
+    RETURN QUERY
+        SELECT date_bin('1 minute', e.created_at, timestamptz '2000-01-01 00:00+00') AS m,
+               count(*) FILTER (WHERE e.type = 'run.claimed'),
+               count(*) FILTER (WHERE e.type <> 'run.claimed')
+          FROM runq.run_events AS e
+         WHERE e.created_at >= throughput.since
+           AND e.type IN ('run.claimed', 'run.succeeded', 'run.failed', 'run.cancelled')
+         GROUP BY m
+         ORDER BY m;
+END
+$$;
+
+COMMENT ON FUNCTION runq.throughput(since timestamp with time zone) IS 'Runs started (claimed) and finished (succeeded, failed or cancelled) per minute since since, from the event log; minutes with neither are absent. Reads the window''s events only.
+Raises 22023 (since NULL or not finite).';
+
 CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100) RETURNS TABLE(schedule text, slot timestamp with time zone, run_id bigint, outcome text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3619,19 +3786,6 @@ CREATE VIEW runq.queue_stats AS
 
 COMMENT ON VIEW runq.queue_stats IS 'One row per priority class with queued, running, waiting or failed runs: ready, scheduled (not yet due), running, waiting_for_user, failed (the dead letter), oldest_ready_age (from created_at).';
 
-CREATE TABLE runq.run_events (
-    run_id bigint NOT NULL,
-    event_id bigint NOT NULL,
-    epoch runq.epoch NOT NULL,
-    created_at timestamp with time zone NOT NULL,
-    type runq.event_type NOT NULL,
-    payload runq.json_object DEFAULT '{}'::jsonb NOT NULL
-);
-
-COMMENT ON TABLE runq.run_events IS 'Append-only log of every run transition, written in the same transaction as the transition.';
-
-COMMENT ON COLUMN runq.run_events.epoch IS 'The lease epoch the event belongs to: the writer''s for worker events, the run''s for queue events.';
-
 ALTER TABLE runq.run_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME runq.run_events_event_id_seq
     START WITH 1
@@ -3789,7 +3943,11 @@ ALTER TABLE ONLY runq.tool_calls
 
 CREATE INDEX idempotency_keys_run_idx ON runq.idempotency_keys USING btree (run_id);
 
+CREATE INDEX run_events_created_idx ON runq.run_events USING brin (created_at) WITH (pages_per_range='32');
+
 CREATE UNIQUE INDEX run_events_fenced_key ON runq.run_events USING btree (run_id, epoch) WHERE ((type)::text = 'run.fenced'::text);
+
+CREATE INDEX run_events_requeued_idx ON runq.run_events USING btree (run_id) WHERE ((type)::text = 'run.requeued'::text);
 
 CREATE INDEX run_events_usage_idx ON runq.run_events USING btree (created_at, run_id) WHERE ((type)::text = 'run.usage'::text);
 
@@ -3802,6 +3960,10 @@ CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_a
 CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text])));
 
 CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY['running'::text, 'waiting_for_user'::text]));
+
+CREATE INDEX runs_list_kind_idx ON runq.runs USING btree (kind, status, run_id) WHERE ((status)::text <> 'running'::text);
+
+CREATE INDEX runs_list_tenant_idx ON runq.runs USING btree (tenant_id, kind, status, run_id) WHERE ((status)::text <> 'running'::text);
 
 CREATE INDEX runs_parked_idx ON runq.runs USING btree (priority, tenant_id, ready_at, run_id) WHERE (((status)::text = 'queued'::text) AND parked);
 
@@ -3841,6 +4003,7 @@ ALTER TABLE ONLY runq.tool_calls
 GRANT USAGE ON SCHEMA runq TO runq_client;
 GRANT USAGE ON SCHEMA runq TO runq_worker;
 GRANT USAGE ON SCHEMA runq TO runq_admin;
+GRANT USAGE ON SCHEMA runq TO runq_observer;
 
 REVOKE ALL ON FUNCTION runq._admissible(tenant_id text, kind text, priority integer, ready_at timestamp with time zone, counted boolean) FROM PUBLIC;
 
@@ -3993,6 +4156,7 @@ GRANT ALL ON FUNCTION runq.create_schedule(name text, tenant_id text, kind text,
 
 REVOKE ALL ON FUNCTION runq.dead_letter(max_runs integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.dead_letter(max_runs integer) TO runq_admin;
+GRANT ALL ON FUNCTION runq.dead_letter(max_runs integer) TO runq_observer;
 
 REVOKE ALL ON FUNCTION runq.deliver_input(run_id bigint, input jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.deliver_input(run_id bigint, input jsonb) TO runq_client;
@@ -4012,6 +4176,7 @@ GRANT ALL ON FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb) TO r
 REVOKE ALL ON FUNCTION runq.get_run(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.get_run(run_id bigint) TO runq_client;
 GRANT ALL ON FUNCTION runq.get_run(run_id bigint) TO runq_admin;
+GRANT ALL ON FUNCTION runq.get_run(run_id bigint) TO runq_observer;
 
 REVOKE ALL ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) TO runq_worker;
@@ -4021,8 +4186,13 @@ REVOKE ALL ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) FR
 GRANT ALL ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) TO runq_worker;
 GRANT ALL ON FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[]) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.list_runs(status text, tenant_id text, kind text, before_run_id bigint, max_runs integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.list_runs(status text, tenant_id text, kind text, before_run_id bigint, max_runs integer) TO runq_observer;
+GRANT ALL ON FUNCTION runq.list_runs(status text, tenant_id text, kind text, before_run_id bigint, max_runs integer) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.orphan_report(stale_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.orphan_report(stale_after interval) TO runq_admin;
+GRANT ALL ON FUNCTION runq.orphan_report(stale_after interval) TO runq_observer;
 
 REVOKE ALL ON FUNCTION runq.pause(scope text, key text, reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.pause(scope text, key text, reason text) TO runq_admin;
@@ -4033,6 +4203,10 @@ GRANT ALL ON FUNCTION runq.purge(older_than interval, max_runs integer, include_
 REVOKE ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) TO runq_worker;
 GRANT ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) TO runq_admin;
+
+REVOKE ALL ON FUNCTION runq.recovery_totals() FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.recovery_totals() TO runq_observer;
+GRANT ALL ON FUNCTION runq.recovery_totals() TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq.redrive(run_id bigint, reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.redrive(run_id bigint, reason text) TO runq_admin;
@@ -4047,6 +4221,7 @@ GRANT ALL ON FUNCTION runq.resume(scope text, key text) TO runq_admin;
 REVOKE ALL ON FUNCTION runq.run_events(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_client;
 GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_admin;
+GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_observer;
 
 REVOKE ALL ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) TO runq_admin;
@@ -4062,6 +4237,10 @@ REVOKE ALL ON FUNCTION runq.sweep(max_runs integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.sweep(max_runs integer) TO runq_worker;
 GRANT ALL ON FUNCTION runq.sweep(max_runs integer) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.throughput(since timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.throughput(since timestamp with time zone) TO runq_observer;
+GRANT ALL ON FUNCTION runq.throughput(since timestamp with time zone) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.tick(max_runs integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.tick(max_runs integer) TO runq_worker;
 GRANT ALL ON FUNCTION runq.tick(max_runs integer) TO runq_admin;
@@ -4069,14 +4248,20 @@ GRANT ALL ON FUNCTION runq.tick(max_runs integer) TO runq_admin;
 REVOKE ALL ON FUNCTION runq.tool_calls(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_worker;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_admin;
+GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_observer;
 
 REVOKE ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) TO runq_admin;
+GRANT ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) TO runq_observer;
 
 GRANT SELECT ON TABLE runq.limits TO runq_admin;
+GRANT SELECT ON TABLE runq.limits TO runq_observer;
 
 GRANT SELECT ON TABLE runq.pauses TO runq_admin;
+GRANT SELECT ON TABLE runq.pauses TO runq_observer;
 
 GRANT SELECT ON TABLE runq.queue_stats TO runq_admin;
+GRANT SELECT ON TABLE runq.queue_stats TO runq_observer;
 
 GRANT SELECT ON TABLE runq.schedules TO runq_admin;
+GRANT SELECT ON TABLE runq.schedules TO runq_observer;

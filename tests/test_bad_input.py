@@ -250,6 +250,14 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
         ("timeout", "interval", "interval '1 hour'", True),    # NULL: no deadline
     ]),
     ("drop_schedule", "", [("name", "text", "%(u)s", False)]),  # no such schedule: false
+    # A tenant no run has: a valid call that lists nothing.
+    ("list_runs", "", [("status", "text", "'failed'", True),       # NULL: every status
+                       ("tenant_id", "text", "%(u)s", True),       # NULL: every tenant
+                       ("kind", "text", "'k'", True),              # NULL: every kind
+                       ("before_run_id", "bigint", "1000", True),  # NULL: the newest
+                       ("max_runs", "integer", "10", False)]),
+    ("throughput", "", [("since", "timestamptz", "now() - interval '1 hour'", False)]),
+    ("recovery_totals", "", []),
     ("tick", "", [("max_runs", "integer", "10", False)]),
 ]
 
@@ -293,7 +301,7 @@ def v(fn: str, **override: str) -> tuple[str, str]:
 
 
 MISSING = ["-1", "0", "9223372036854775807"]
-WITH_RUN_ID = [fn for fn, _, args in SIGNATURES if args[0][0] == "run_id"]
+WITH_RUN_ID = [fn for fn, _, args in SIGNATURES if args and args[0][0] == "run_id"]
 
 
 def missing_run_cases() -> list[Case]:
@@ -348,6 +356,12 @@ VALUE_CASES: list[Case] = [
     rejected("sweep-max-runs-negative", *v("sweep", max_runs="-1"), "max_runs", "-1"),
     rejected("dead-letter-max-runs-0", *v("dead_letter", max_runs="0"), "max_runs", "0"),
     rejected("purge-max-runs-0", *v("purge", max_runs="0"), "max_runs", "0"),
+    rejected("list-runs-max-runs-0", *v("list_runs", max_runs="0"), "max_runs", "0"),
+    rejected("list-runs-status-unknown", *v("list_runs", status="'done'"), "status", "done"),
+    rejected("list-runs-status-upper-case", *v("list_runs", status="'FAILED'"), "status", "FAILED"),
+    rejected("list-runs-tenant-empty", *v("list_runs", tenant_id="''"), "tenant_id", "''"),
+    rejected("list-runs-kind-too-long", *v("list_runs", kind="repeat('k', 257)"), "kind", "kkkk"),
+    rejected("throughput-since-infinity", *v("throughput", since="'infinity'"), "since", "infinity"),
     rejected("submit-max-attempts-0", *v("submit", max_attempts="0"), "max_attempts", "0"),
     rejected("submit-max-attempts-negative", *v("submit", max_attempts="-3"), "max_attempts", "-3"),
     accepted("claim-max-runs-int-max", *v("claim", max_runs="2147483647"),

@@ -24,7 +24,7 @@ CALLS = [
     "begin_turn", "begin_tool", "end_tool", "tool_calls",
     "sweep", "redrive", "orphan_report", "queue_stats", "dead_letter", "purge",
     "set_limit", "limits", "pause", "resume", "pauses",
-    "record_usage", "set_budget", "usage_report",
+    "record_usage", "set_budget", "usage_report", "list_runs", "throughput", "recovery_totals",
     "create_schedule", "drop_schedule", "tick", "schedules",
 ]
 

@@ -103,7 +103,7 @@ def test_deploy_revert_deploy_round_trip(server_url: str, clone) -> None:
     # The roles are cluster-wide and stay, for other databases' sake.
     assert query(url, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'runq%' "
                       "AND NOT rolcanlogin ORDER BY 1") == [
-        "runq_admin", "runq_client", "runq_worker"]
+        "runq_admin", "runq_client", "runq_observer", "runq_worker"]
     sqitch("deploy", url)  # sqitch.conf: deploy.verify = true
 
 

@@ -584,6 +584,28 @@ class _Calls(Generic[Conn, Pool]):
         return _rows(types.UsageRow, "usage_report", {"since": since}, {"until": until})
 
     @_Call
+    def list_runs(self, status: str | None = None, tenant_id: str | None = None,
+                  kind: str | None = None, before_run_id: int | None = None,
+                  max_runs: int | None = None) -> _Query[list[types.Run]]:
+        """runq.list_runs: runs newest first, of a status, tenant and kind when
+        given; the next page is before_run_id = the last run_id of this one.
+        Raises InvalidArgument (an unknown status, max_runs below 1)."""
+        return _rows(types.Run, "list_runs", {},
+                     {"status": status, "tenant_id": tenant_id, "kind": kind,
+                      "before_run_id": before_run_id, "max_runs": max_runs})
+
+    @_Call
+    def throughput(self, since: datetime) -> _Query[list[types.ThroughputRow]]:
+        """runq.throughput: runs started and finished per minute since since,
+        oldest minute first; minutes with neither are absent."""
+        return _rows(types.ThroughputRow, "throughput", {"since": since})
+
+    @_Call
+    def recovery_totals(self) -> _Query[types.RecoveryTotals]:
+        """runq.recovery_totals: the run.fenced and run.requeued events stored."""
+        return _row(types.RecoveryTotals, "recovery_totals", {})
+
+    @_Call
     def purge(self, older_than: timedelta, max_runs: int | None = None,
               include_failed: bool | None = None) -> _Query[int]:
         """runq.purge: delete one batch of runs finished before older_than ago

@@ -33,10 +33,12 @@ __all__ = [
     "OrphanGroup",
     "Pause",
     "QueueStats",
+    "RecoveryTotals",
     "Run",
     "Schedule",
     "Submitted",
     "SweepAction",
+    "ThroughputRow",
     "TickRow",
     "ToolCall",
     "UsageRow",
@@ -230,3 +232,21 @@ class UsageRow:
     kind: str
     runs: int
     usage: dict[str, Decimal] = field(metadata=EXACT)
+
+
+@dataclass(frozen=True)
+class ThroughputRow:
+    """One row of runq.throughput: the runs claimed (``started``) and the runs
+    that succeeded, failed or were cancelled (``finished``) in one minute."""
+
+    minute: datetime
+    started: int
+    finished: int
+
+
+@dataclass(frozen=True)
+class RecoveryTotals:
+    """runq.recovery_totals: the run.fenced and run.requeued events stored."""
+
+    fenced: int
+    requeued: int
