@@ -203,6 +203,7 @@ def test_sweep_over_deadlines_none_due_changes_nothing(bench_url: str, conn: psy
     assert conn.execute("SELECT count(*) FROM runq.run_events").fetchone()[0] == 0
 
 
+@pytest.mark.once
 def test_cpu_per_cycle_reports_each_queue(server_url: str) -> None:
     # bench/cpu.py is how a hot-path change is judged (backend CPU per cycle):
     # it must measure every queue, and runq at a revision, with a real count.
@@ -222,6 +223,7 @@ def test_cpu_per_cycle_reports_each_queue(server_url: str) -> None:
     assert rows["runq (working tree)"] > rows["minimal queue"], out.stdout
 
 
+@pytest.mark.once
 def test_instructions_per_cycle_reports_each_queue() -> None:
     # bench/instructions.py counts what the server executes per cycle with
     # callgrind: the way to judge a hot-path change on a noisy machine.
@@ -236,6 +238,7 @@ def test_instructions_per_cycle_reports_each_queue() -> None:
         assert 100_000 < int(n.replace(",", "")) < 10_000_000, out.stdout
 
 
+@pytest.mark.once
 def test_long_runs_holds_its_runs(server_url: str, tmp_path: Path) -> None:
     # bench/long_runs.py in small: 20 runs for 30 s in one worker process,
     # steps every 1-3 s; every run succeeds on its first lease, and the

@@ -10,6 +10,7 @@ import sys
 import time
 
 import psycopg
+import pytest
 from pgutil import ROOT, pg_tool
 
 EXAMPLE = ROOT / "examples" / "psql" / "worker_lifecycle.sql"
@@ -48,6 +49,7 @@ def test_psql_worker_lifecycle_stops_when_a_check_fails(db_url: str) -> None:
     assert "5. Another worker" not in proc.stdout
 
 
+@pytest.mark.once
 def test_demo(server_url: str) -> None:
     """demo/demo.py shows every guarantee, checks its evidence and exits 0, in
     under a minute and a half, in a database of its own that it drops at the
