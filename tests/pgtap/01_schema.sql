@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(386);
+SELECT plan(390);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -281,8 +281,10 @@ SELECT indexes_are('runq', 'runs',
           'runs_held_idx', 'runs_queue_expiry_idx', 'runs_dead_letter_idx',
           'runs_claimable_idx', 'runs_claimable_kind_idx', 'runs_queued_tenant_idx',
           'runs_queued_kind_idx', 'runs_running_tenant_idx', 'runs_running_kind_idx',
-          'runs_parked_idx', 'runs_deadline_idx', 'runs_schedule_active_key']);
-SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key', 'run_events_usage_idx']);
+          'runs_parked_idx', 'runs_deadline_idx', 'runs_schedule_active_key',
+          'runs_list_tenant_idx', 'runs_list_kind_idx']);
+SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key', 'run_events_usage_idx',
+                                           'run_events_created_idx', 'run_events_requeued_idx']);
 SELECT indexes_are('runq', 'idempotency_keys', ARRAY['idempotency_keys_scope_key', 'idempotency_keys_run_idx']);
 SELECT indexes_are('runq', 'checkpoints', ARRAY['checkpoints_pkey']);
 SELECT indexes_are('runq', 'inputs', ARRAY['inputs_pkey']);
@@ -326,6 +328,17 @@ SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, 
     -- The usage ledger by time, for usage_report.
     ('run_events_usage_idx',
      'CREATE INDEX run_events_usage_idx ON runq.run_events USING btree (created_at, run_id) WHERE ((type)::text = ''run.usage''::text)'),
+    -- What list_runs reads: every run but the running ones (a claim writes no entry).
+    ('runs_list_tenant_idx',
+     'CREATE INDEX runs_list_tenant_idx ON runq.runs USING btree (tenant_id, kind, status, run_id) WHERE ((status)::text <> ''running''::text)'),
+    ('runs_list_kind_idx',
+     'CREATE INDEX runs_list_kind_idx ON runq.runs USING btree (kind, status, run_id) WHERE ((status)::text <> ''running''::text)'),
+    -- The event log by time (BRIN: the tail's inserts write nothing), for throughput.
+    ('run_events_created_idx',
+     'CREATE INDEX run_events_created_idx ON runq.run_events USING brin (created_at) WITH (pages_per_range=''32'')'),
+    -- The requeues, counted by recovery_totals.
+    ('run_events_requeued_idx',
+     'CREATE INDEX run_events_requeued_idx ON runq.run_events USING btree (run_id) WHERE ((type)::text = ''run.requeued''::text)'),
     ('limit_settings_key',
      'CREATE UNIQUE INDEX limit_settings_key ON runq.limit_settings USING btree (scope, key) NULLS NOT DISTINCT'),
     ('run_events_fenced_key',

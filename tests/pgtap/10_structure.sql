@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(208);
+SELECT plan(226);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -58,6 +58,13 @@ INSERT INTO contract VALUES
     ('orphan_report', ARRAY['interval'], 'stale_after interval DEFAULT NULL::interval',
      'TABLE(lease_owner text, stale boolean, did_work boolean, runs bigint, '
      'oldest_heartbeat_at timestamp with time zone)'),
+    ('list_runs', ARRAY['text', 'text', 'text', 'bigint', 'integer'],
+     'status text DEFAULT NULL::text, tenant_id text DEFAULT NULL::text, kind text DEFAULT NULL::text, '
+     'before_run_id bigint DEFAULT NULL::bigint, max_runs integer DEFAULT 50',
+     'SETOF runq.run_info'),
+    ('throughput', ARRAY['timestamp with time zone'], 'since timestamp with time zone',
+     'TABLE(minute timestamp with time zone, started bigint, finished bigint)'),
+    ('recovery_totals', ARRAY[]::name[], '', 'TABLE(fenced bigint, requeued bigint)'),
     ('set_limit', ARRAY['text', 'text', 'integer'], 'scope text, key text, max_running integer', 'void'),
     ('pause', ARRAY['text', 'text', 'text'], 'scope text, key text, reason text DEFAULT NULL::text', 'boolean'),
     ('resume', ARRAY['text', 'text'], 'scope text, key text', 'boolean'),
