@@ -26,7 +26,11 @@ SET LOCAL statement_timeout = '10s';
 --                            no entry there), all that match, as many as the
 --                            workers hold at most.
 -- A range yields at most max_runs ids; the newest max_runs of them all are
--- the page. Without a kind, the kinds are found by skipping through the
+-- the page. A range bounds its status from both sides rather than with =
+-- and orders by status then run_id: that order only the list index yields,
+-- so no plan walks the primary key backwards filtering for the range (the
+-- planner's guess for a generic plan, which read every newer run when the
+-- range had no recent ones). With = the planner drops status from the order. Without a kind, the kinds are found by skipping through the
 -- index (one probe per kind), not by reading its entries.
 -- Raises 22023 (an unknown status, an empty or over-long tenant_id or kind,
 -- max_runs NULL or below 1).
@@ -97,9 +101,9 @@ BEGIN
                  CROSS JOIN LATERAL (
                        SELECT r.run_id FROM runq.runs AS r
                         WHERE r.tenant_id = list_runs.tenant_id AND r.kind = k.kind
-                          AND r.status = s.status AND r.status <> 'running'
-                          AND r.run_id < v_before
-                        ORDER BY r.run_id DESC
+                          AND r.status >= s.status AND r.status <= s.status
+                          AND r.status <> 'running' AND r.run_id < v_before
+                        ORDER BY r.status DESC, r.run_id DESC
                         LIMIT list_runs.max_runs) AS x);
         ELSIF cardinality(v_statuses) > 0 THEN
             v_kinds := CASE WHEN list_runs.kind IS NOT NULL THEN ARRAY[list_runs.kind] ELSE ARRAY(
@@ -119,9 +123,9 @@ BEGIN
                  CROSS JOIN unnest(v_statuses) AS s(status)
                  CROSS JOIN LATERAL (
                        SELECT r.run_id FROM runq.runs AS r
-                        WHERE r.kind = k.kind AND r.status = s.status AND r.status <> 'running'
-                          AND r.run_id < v_before
-                        ORDER BY r.run_id DESC
+                        WHERE r.kind = k.kind AND r.status >= s.status AND r.status <= s.status
+                          AND r.status <> 'running' AND r.run_id < v_before
+                        ORDER BY r.status DESC, r.run_id DESC
                         LIMIT list_runs.max_runs) AS x);
         END IF;
     END IF;

@@ -22,13 +22,14 @@ CREATE FUNCTION runq.recovery_totals()
     SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT (SELECT count(*) FROM runq.run_events AS e WHERE e.type = 'run.fenced'),
-           (SELECT count(*) FROM runq.run_events AS e WHERE e.type = 'run.requeued');
+           (SELECT count(*) FROM runq.run_events AS e
+             WHERE e.type = 'run.requeued' AND e.payload ->> 'reason' = 'lease_expired');
 END;
 
 REVOKE ALL ON FUNCTION runq.recovery_totals() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.recovery_totals() TO runq_observer, runq_admin;
 
 COMMENT ON FUNCTION runq.recovery_totals() IS
-$c$The run.fenced and run.requeued events stored: how often a stale worker was stopped, and how often an expired lease put a run back in the queue. A purge lowers both.$c$;
+$c$The run.fenced events stored and the run.requeued events of an expired lease (a release is not counted): how often a stale worker was stopped, and how often an expired lease put a run back in the queue. A purge lowers both.$c$;
 
 COMMIT;

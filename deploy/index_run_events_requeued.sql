@@ -2,8 +2,8 @@
 -- requires: table_run_events
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.run_events for two scans of it; reads and writes go on.
 
--- The run.requeued events, counted by runq.recovery_totals (a metrics
--- scrape) from this index alone, as run_events_fenced_key serves the
+-- The run.requeued events of an expired lease (not of a release), counted
+-- by runq.recovery_totals (a metrics scrape) from this index alone, as run_events_fenced_key serves the
 -- run.fenced ones. Partial: only a requeue, off the hot path, writes here.
 --
 -- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
@@ -19,6 +19,6 @@ SET client_min_messages = warning;  -- no NOTICE when there is no leftover
 DROP INDEX CONCURRENTLY IF EXISTS runq.run_events_requeued_idx;
 RESET client_min_messages;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS run_events_requeued_idx ON runq.run_events (run_id)
-    WHERE type = 'run.requeued';
+    WHERE type = 'run.requeued' AND payload ->> 'reason' = 'lease_expired';
 RESET statement_timeout;
 RESET lock_timeout;

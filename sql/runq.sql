@@ -11175,7 +11175,11 @@ SET LOCAL statement_timeout = '10s';
 --                            no entry there), all that match, as many as the
 --                            workers hold at most.
 -- A range yields at most max_runs ids; the newest max_runs of them all are
--- the page. Without a kind, the kinds are found by skipping through the
+-- the page. A range bounds its status from both sides rather than with =
+-- and orders by status then run_id: that order only the list index yields,
+-- so no plan walks the primary key backwards filtering for the range (the
+-- planner's guess for a generic plan, which read every newer run when the
+-- range had no recent ones). With = the planner drops status from the order. Without a kind, the kinds are found by skipping through the
 -- index (one probe per kind), not by reading its entries.
 -- Raises 22023 (an unknown status, an empty or over-long tenant_id or kind,
 -- max_runs NULL or below 1).
@@ -11246,9 +11250,9 @@ BEGIN
                  CROSS JOIN LATERAL (
                        SELECT r.run_id FROM runq.runs AS r
                         WHERE r.tenant_id = list_runs.tenant_id AND r.kind = k.kind
-                          AND r.status = s.status AND r.status <> 'running'
-                          AND r.run_id < v_before
-                        ORDER BY r.run_id DESC
+                          AND r.status >= s.status AND r.status <= s.status
+                          AND r.status <> 'running' AND r.run_id < v_before
+                        ORDER BY r.status DESC, r.run_id DESC
                         LIMIT list_runs.max_runs) AS x);
         ELSIF cardinality(v_statuses) > 0 THEN
             v_kinds := CASE WHEN list_runs.kind IS NOT NULL THEN ARRAY[list_runs.kind] ELSE ARRAY(
@@ -11268,9 +11272,9 @@ BEGIN
                  CROSS JOIN unnest(v_statuses) AS s(status)
                  CROSS JOIN LATERAL (
                        SELECT r.run_id FROM runq.runs AS r
-                        WHERE r.kind = k.kind AND r.status = s.status AND r.status <> 'running'
-                          AND r.run_id < v_before
-                        ORDER BY r.run_id DESC
+                        WHERE r.kind = k.kind AND r.status >= s.status AND r.status <= s.status
+                          AND r.status <> 'running' AND r.run_id < v_before
+                        ORDER BY r.status DESC, r.run_id DESC
                         LIMIT list_runs.max_runs) AS x);
         END IF;
     END IF;
@@ -11388,8 +11392,8 @@ COMMIT;
 -- requires: table_run_events
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.run_events for two scans of it; reads and writes go on.
 
--- The run.requeued events, counted by runq.recovery_totals (a metrics
--- scrape) from this index alone, as run_events_fenced_key serves the
+-- The run.requeued events of an expired lease (not of a release), counted
+-- by runq.recovery_totals (a metrics scrape) from this index alone, as run_events_fenced_key serves the
 -- run.fenced ones. Partial: only a requeue, off the hot path, writes here.
 --
 -- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
@@ -11405,7 +11409,7 @@ SET client_min_messages = warning;  -- no NOTICE when there is no leftover
 DROP INDEX CONCURRENTLY IF EXISTS runq.run_events_requeued_idx;
 RESET client_min_messages;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS run_events_requeued_idx ON runq.run_events (run_id)
-    WHERE type = 'run.requeued';
+    WHERE type = 'run.requeued' AND payload ->> 'reason' = 'lease_expired';
 RESET statement_timeout;
 RESET lock_timeout;
 
@@ -11435,13 +11439,14 @@ CREATE FUNCTION runq.recovery_totals()
     SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT (SELECT count(*) FROM runq.run_events AS e WHERE e.type = 'run.fenced'),
-           (SELECT count(*) FROM runq.run_events AS e WHERE e.type = 'run.requeued');
+           (SELECT count(*) FROM runq.run_events AS e
+             WHERE e.type = 'run.requeued' AND e.payload ->> 'reason' = 'lease_expired');
 END;
 
 REVOKE ALL ON FUNCTION runq.recovery_totals() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.recovery_totals() TO runq_observer, runq_admin;
 
 COMMENT ON FUNCTION runq.recovery_totals() IS
-$c$The run.fenced and run.requeued events stored: how often a stale worker was stopped, and how often an expired lease put a run back in the queue. A purge lowers both.$c$;
+$c$The run.fenced events stored and the run.requeued events of an expired lease (a release is not counted): how often a stale worker was stopped, and how often an expired lease put a run back in the queue. A purge lowers both.$c$;
 
 COMMIT;

@@ -2603,9 +2603,9 @@ BEGIN
                  CROSS JOIN LATERAL (
                        SELECT r.run_id FROM runq.runs AS r
                         WHERE r.tenant_id = list_runs.tenant_id AND r.kind = k.kind
-                          AND r.status = s.status AND r.status <> 'running'
-                          AND r.run_id < v_before
-                        ORDER BY r.run_id DESC
+                          AND r.status >= s.status AND r.status <= s.status
+                          AND r.status <> 'running' AND r.run_id < v_before
+                        ORDER BY r.status DESC, r.run_id DESC
                         LIMIT list_runs.max_runs) AS x);
         ELSIF cardinality(v_statuses) > 0 THEN
             v_kinds := CASE WHEN list_runs.kind IS NOT NULL THEN ARRAY[list_runs.kind] ELSE ARRAY(
@@ -2625,9 +2625,9 @@ BEGIN
                  CROSS JOIN unnest(v_statuses) AS s(status)
                  CROSS JOIN LATERAL (
                        SELECT r.run_id FROM runq.runs AS r
-                        WHERE r.kind = k.kind AND r.status = s.status AND r.status <> 'running'
-                          AND r.run_id < v_before
-                        ORDER BY r.run_id DESC
+                        WHERE r.kind = k.kind AND r.status >= s.status AND r.status <= s.status
+                          AND r.status <> 'running' AND r.run_id < v_before
+                        ORDER BY r.status DESC, r.run_id DESC
                         LIMIT list_runs.max_runs) AS x);
         END IF;
     END IF;
@@ -2866,10 +2866,10 @@ CREATE FUNCTION runq.recovery_totals() RETURNS TABLE(fenced bigint, requeued big
            WHERE ((e.type)::text = 'run.fenced'::text)) AS count,
      ( SELECT count(*) AS count
             FROM runq.run_events e
-           WHERE ((e.type)::text = 'run.requeued'::text)) AS count;
+           WHERE (((e.type)::text = 'run.requeued'::text) AND (((e.payload)::jsonb ->> 'reason'::text) = 'lease_expired'::text))) AS count;
 END;
 
-COMMENT ON FUNCTION runq.recovery_totals() IS 'The run.fenced and run.requeued events stored: how often a stale worker was stopped, and how often an expired lease put a run back in the queue. A purge lowers both.';
+COMMENT ON FUNCTION runq.recovery_totals() IS 'The run.fenced events stored and the run.requeued events of an expired lease (a release is not counted): how often a stale worker was stopped, and how often an expired lease put a run back in the queue. A purge lowers both.';
 
 CREATE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL::text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3947,7 +3947,7 @@ CREATE INDEX run_events_created_idx ON runq.run_events USING brin (created_at) W
 
 CREATE UNIQUE INDEX run_events_fenced_key ON runq.run_events USING btree (run_id, epoch) WHERE ((type)::text = 'run.fenced'::text);
 
-CREATE INDEX run_events_requeued_idx ON runq.run_events USING btree (run_id) WHERE ((type)::text = 'run.requeued'::text);
+CREATE INDEX run_events_requeued_idx ON runq.run_events USING btree (run_id) WHERE (((type)::text = 'run.requeued'::text) AND (((payload)::jsonb ->> 'reason'::text) = 'lease_expired'::text));
 
 CREATE INDEX run_events_usage_idx ON runq.run_events USING btree (created_at, run_id) WHERE ((type)::text = 'run.usage'::text);
 

@@ -7,9 +7,9 @@
 DO $$
 BEGIN
     ASSERT (SELECT pg_catalog.pg_get_indexdef(i.indexrelid) LIKE '%USING btree (run_id) WHERE%'
-                   AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) LIKE '%run.requeued%'
+                   AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) LIKE '%run.requeued%lease_expired%'
               FROM pg_catalog.pg_index AS i
              WHERE i.indexrelid = 'runq.run_events_requeued_idx'::regclass),
-        'run_events_requeued_idx is not (run_id) over the run.requeued events';
+        'run_events_requeued_idx is not (run_id) over the run.requeued events of an expired lease';
 END $$;
 ROLLBACK;

@@ -338,7 +338,7 @@ SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, 
      'CREATE INDEX run_events_created_idx ON runq.run_events USING brin (created_at) WITH (pages_per_range=''32'')'),
     -- The requeues, counted by recovery_totals.
     ('run_events_requeued_idx',
-     'CREATE INDEX run_events_requeued_idx ON runq.run_events USING btree (run_id) WHERE ((type)::text = ''run.requeued''::text)'),
+     'CREATE INDEX run_events_requeued_idx ON runq.run_events USING btree (run_id) WHERE (((type)::text = ''run.requeued''::text) AND (((payload)::jsonb ->> ''reason''::text) = ''lease_expired''::text))'),
     ('limit_settings_key',
      'CREATE UNIQUE INDEX limit_settings_key ON runq.limit_settings USING btree (scope, key) NULLS NOT DISTINCT'),
     ('run_events_fenced_key',
