@@ -19,7 +19,7 @@ SERVER = scripts/pg run
 # a server given from outside).
 PG18 = RUNQ_DATABASE_URL= PGHOST= RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
 
-.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-cpu bench-instructions sql \
+.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-cpu bench-instructions sql dashboard-screenshots \
 	docs schema pg-start pg-stop
 
 test: deps $(STAMP)
@@ -62,6 +62,11 @@ bench-instructions: $(STAMP)
 	    $(if $(REV),--rev $(REV))
 
 # Generated files: committed, and tests fail when they are stale.
+# docs/dashboard/*.png, the README's pictures: the browser tests, saving
+# each page as they go.
+dashboard-screenshots: deps $(STAMP)
+	RUNQ_SCREENSHOTS=docs/dashboard $(SERVER) $(VENV)/bin/python -m pytest -q tests/test_dashboard.py
+
 sql:
 	scripts/gen-sql
 

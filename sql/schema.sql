@@ -3614,6 +3614,7 @@ Raises 22023 (NULL run_id), RQ003 (no such run).';
 CREATE FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(tenant_id text, kind text, runs bigint, usage jsonb)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET jit TO 'off'
     AS $$
 #variable_conflict use_column
 BEGIN

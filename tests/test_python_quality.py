@@ -11,7 +11,8 @@ from pathlib import Path
 CLIENT = Path(__file__).resolve().parent.parent / "python_client"
 # Beside the client, relative to it: programs that use it.
 PROGRAMS = ("../bench/run.py", "../bench/cpu.py", "../bench/instructions.py",
-            "../bench/long_runs.py", "../demo/demo.py", "../demo/demo_handlers.py")
+            "../bench/long_runs.py", "../bench/metrics_scrape.py", "../demo/demo.py",
+            "../demo/demo_handlers.py")
 
 
 def check(*command: str) -> None:

@@ -592,6 +592,9 @@ def _parser() -> argparse.ArgumentParser:
     # no -h of its own: `runq worker -h` is the module's help
     sub.add_parser("worker", parents=[common], add_help=False,
                    help="run a worker pool (runq.pool; see runq worker -h)")
+    sub.add_parser("dashboard", parents=[common], add_help=False,
+                   help="serve the web dashboard and /metrics (runq.dashboard, the extra "
+                        "runq[dashboard]; see runq dashboard -h)")
     return parser
 
 
@@ -613,6 +616,7 @@ _COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
 
 _DELEGATED = {
     "worker": _delegate("runq.pool", "the worker pool"),
+    "dashboard": _delegate("runq.dashboard", "the dashboard"),
 }
 
 
