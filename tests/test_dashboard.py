@@ -37,7 +37,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 import runq
-from runq.dashboard import parser
+from runq.dashboard import main, parser
 from runq.dashboard.app import PAGE_SIZE, create_app
 
 pytestmark = pytest.mark.once
@@ -56,6 +56,7 @@ class Seeded:
     failed: list[int]
     waiting: int
     queued: list[int]
+    answered: int  # waited for its user, was answered, runs again
     cancellable: int
     redrivable: int
     all_ids: list[int]
@@ -126,6 +127,7 @@ def _seed(url: str) -> Seeded:
         e1 = claimed(fenced, 0, lease=SHORT)
         assert c.begin_tool(fenced, e1, "call-1", "send_email", "non_idempotent",
                             {"to": "ops@example.com"})
+        assert c.begin_tool(fenced, e1, "call-2", "web_search", "idempotent", {"q": "runq"})
         assert c.record_usage(fenced, e1, {"cost_usd": Decimal("0.40"), "input_tokens": 1200})
         time.sleep(0.01)
         assert [(a.run_id, a.action) for a in c.sweep()] == [(fenced, "requeued")]
@@ -155,7 +157,8 @@ def _seed(url: str) -> Seeded:
         c.create_schedule("nightly-digest", "acme", "agent.digest", cron="0 3 * * *")
         all_ids = [r[0] for r in conn.execute(
             "SELECT run_id FROM runq.runs ORDER BY run_id DESC").fetchall()]
-    return Seeded(url, fenced, failed, waiting, queued, cancellable, redrivable, all_ids)
+    return Seeded(url, fenced, failed, waiting, queued, answered, cancellable, redrivable,
+                  all_ids)
 
 
 @pytest.fixture(scope="module")
@@ -265,13 +268,14 @@ def _ids(browser: WebDriver, table: str) -> list[int]:
     return [int(i) for i in ids]
 
 
-def _post(url: str, fields: dict[str, str], *, cookie: str | None = None,
-          origin: str | None = None) -> tuple[int, str]:
+def _post(url: str, fields: dict[str, str], *, origin: str | None = None,
+          host: str | None = None) -> tuple[int, str, str | None]:
+    """status, body and Location of a form POST, redirects not followed."""
     headers = {"Content-Type": "application/x-www-form-urlencoded"}
-    if cookie is not None:
-        headers["Cookie"] = f"runq_csrf={cookie}"
     if origin is not None:
         headers["Origin"] = origin
+    if host is not None:
+        headers["Host"] = host
     request = urllib.request.Request(url, urllib.parse.urlencode(fields).encode(), headers)
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -280,17 +284,16 @@ def _post(url: str, fields: dict[str, str], *, cookie: str | None = None,
 
     try:
         with urllib.request.build_opener(NoRedirect).open(request, timeout=10) as response:
-            return response.status, response.read().decode()
+            return response.status, response.read().decode(), response.headers["Location"]
     except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+        return error.code, error.read().decode(), error.headers["Location"]
 
 
 def _token(browser: WebDriver, base: str) -> str:
-    """The CSRF cookie the browser holds for the site, as its forms carry it."""
+    """The CSRF token the site's forms carry."""
     browser.get(base + "/")
-    cookie = browser.get_cookie("runq_csrf")
-    assert cookie is not None
-    return str(cookie["value"])
+    field = browser.find_element(By.CSS_SELECTOR, "#pause-form input[name=csrf]")
+    return str(field.get_attribute("value"))
 
 
 # -- pages ------------------------------------------------------------------------
@@ -306,7 +309,8 @@ def test_overview_shows_the_queue_the_chart_orphans_limits_and_pauses(
     for line in ("started", "finished"):
         points = browser.find_element(By.ID, line).get_attribute("points") or ""
         assert len(points.split()) == 60
-    since = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(minutes=59)
+    since = datetime.fromisoformat(
+        browser.find_element(By.ID, "throughput").get_attribute("data-since") or "")
     rows = superuser.throughput(since)
     heading = browser.find_element(By.CSS_SELECTOR, "#throughput h2").text
     assert heading == (f"Last hour: {sum(r.started for r in rows)} started, "
@@ -351,6 +355,10 @@ def test_runs_are_paged_newest_first(browser: WebDriver, reader_site: str,
         browser.find_element(By.ID, "next").click()
         second += _ids(browser, "runs")
     assert first + second == everything
+    # A page that ends exactly at the oldest run offers no empty next page.
+    browser.get(f"{reader_site}/runs?before={everything[-PAGE_SIZE - 1]}")
+    assert _ids(browser, "runs") == everything[-PAGE_SIZE:]
+    assert browser.find_elements(By.ID, "next") == []
 
 
 def test_runs_filter_by_status_tenant_and_kind(browser: WebDriver, reader_site: str,
@@ -384,10 +392,12 @@ def test_the_run_page_shows_the_fenced_epoch_tools_checkpoints_usage_and_deadlin
               for e in superuser.run_events(seeded.fenced)]
     assert shown == stored
     assert ("run.fenced", "1", True) in shown and ("run.requeued", "1", True) in shown
-    tool = browser.find_element(By.CSS_SELECTOR, "table#tool-calls tr[data-status]")
-    assert tool.get_attribute("data-status") == "uncertain"
-    assert "alert" in (tool.get_attribute("class") or "")
-    assert "send_email" in tool.text and "non_idempotent" in tool.text
+    tools = {row[0]: row for row in _cells(browser, "tool-calls")}
+    assert tools["call-1"][1:4] == ["send_email", "non_idempotent", "uncertain ⚠ outcome unknown"]
+    assert tools["call-2"][1:4] == ["web_search", "idempotent", "retryable ↻ may run again"]
+    marked = {r.get_attribute("data-status"): r.get_attribute("class")
+              for r in browser.find_elements(By.CSS_SELECTOR, "table#tool-calls tr[data-status]")}
+    assert marked == {"uncertain": "alert", "retryable": "notice"}
     assert [row[0] for row in _cells(browser, "checkpoints")] == ["2"]
     assert _cells(browser, "usage") == [["cost_usd", "1.50", "2.00"],
                                         ["input_tokens", "1200", ""]]
@@ -399,8 +409,7 @@ def test_the_run_page_shows_the_fenced_epoch_tools_checkpoints_usage_and_deadlin
 
 def test_the_run_page_shows_inputs_and_an_unknown_run_is_404(
         browser: WebDriver, reader_site: str, seeded: Seeded) -> None:
-    answered = seeded.waiting + 1
-    browser.get(f"{reader_site}/runs/{answered}")
+    browser.get(f"{reader_site}/runs/{seeded.answered}")
     assert "yes, send it" in browser.find_element(By.ID, "inputs").text
     status, _ = _get(f"{reader_site}/runs/987654321")
     assert status == 404
@@ -418,6 +427,7 @@ def test_dead_letter_waiting_and_schedules(browser: WebDriver, reader_site: str,
                                            seeded: Seeded) -> None:
     _open(browser, reader_site + "/dead-letter", "dead-letter")
     assert _ids(browser, "dead-letter") == sorted(seeded.failed, reverse=True)
+    assert browser.find_element(By.ID, "dead-letter-total").text == "3 failed runs."
     assert {(row[3], row[4]) for row in _cells(browser, "dead-letter")} == \
         {("tool_error", f"search timed out {i}") for i in range(3)}
     _open(browser, reader_site + "/waiting", "waiting")
@@ -437,11 +447,10 @@ def test_without_the_flag_no_page_offers_an_action_and_no_route_writes(
         browser.get(reader_site + path)
         assert browser.find_elements(By.CSS_SELECTOR, "form[method=post]") == [], path
         assert browser.find_element(By.CSS_SELECTOR, "nav .mode").text == "read-only"
-    token = _token(browser, reader_site)
     for action in ("cancel", "redrive", "pause", "resume"):
-        status, _ = _post(f"{reader_site}/actions/{action}",
-                          {"csrf": token, "run_id": str(seeded.cancellable), "scope": "kind",
-                           "key": "agent.chat"}, cookie=token, origin=reader_site)
+        status, _, _ = _post(f"{reader_site}/actions/{action}",
+                             {"csrf": "x", "run_id": str(seeded.cancellable), "scope": "kind",
+                              "key": "agent.chat"}, origin=reader_site)
         assert status in (404, 405), action
     app = create_app(seeded.url)
     assert {m for r in app.routes for m in (getattr(r, "methods", None) or {"GET"})} <= \
@@ -489,29 +498,68 @@ def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused(
     victim = seeded.queued[0]
     token = _token(browser, admin_site)
     url = f"{admin_site}/actions/cancel"
+    port = admin_site.rsplit(":", 1)[1]
     refused = [
-        _post(url, {"run_id": str(victim)}, origin=admin_site),  # no token at all
-        _post(url, {"run_id": str(victim)}, cookie=token, origin=admin_site),  # no field
-        _post(url, {"run_id": str(victim), "csrf": token}, origin=admin_site),  # no cookie
-        _post(url, {"run_id": str(victim), "csrf": token + "x"}, cookie=token,
-              origin=admin_site),
-        _post(url, {"run_id": str(victim), "csrf": token}, cookie=token,
-              origin="http://evil.example"),
-        _post(url, {"run_id": str(victim), "csrf": token}, cookie=token),  # no Origin
+        _post(url, {"run_id": str(victim)}, origin=admin_site),  # no token
+        _post(url, {"run_id": str(victim), "csrf": ""}, origin=admin_site),
+        _post(url, {"run_id": str(victim), "csrf": token + "x"}, origin=admin_site),
+        _post(url, {"run_id": str(victim), "csrf": token}, origin="http://evil.example"),
+        _post(url, {"run_id": str(victim), "csrf": token}),  # no Origin
+        # Another site's name rebound to 127.0.0.1: its Origin is its Host.
+        _post(url, {"run_id": str(victim), "csrf": token}, origin=f"http://evil.example:{port}",
+              host=f"evil.example:{port}"),
     ]
-    assert [status for status, _ in refused] == [403] * 6
+    assert [status for status, _, _ in refused] == [403] * 5 + [400]
     assert superuser.get_run(victim).status == "queued"
-    # The same request with the token and this origin is done.
-    status, _ = _post(url, {"run_id": str(victim), "csrf": token, "next": "//evil.example"},
-                      cookie=token, origin=admin_site)
-    assert status == 303
-    assert superuser.get_run(victim).status == "cancelled"
+    # Such a site cannot read a page either, nor the token in it.
+    status, body, _ = _get_as(admin_site + "/", host=f"evil.example:{port}")
+    assert status == 400 and token not in body
+    # The same request with the token and this origin is done, and goes back
+    # to a path of this app only.
+    for target in ("//evil.example", "/\\evil.example", "http://evil.example"):
+        victim = seeded.queued.pop(0)
+        status, _, location = _post(url, {"run_id": str(victim), "csrf": token, "next": target},
+                                    origin=admin_site)
+        assert (status, location) == (303, "/"), target
+        assert superuser.get_run(victim).status == "cancelled"
+    status, _, location = _post(url, {"run_id": str(seeded.queued.pop(0)), "csrf": token,
+                                      "next": "/runs?status=cancelled"}, origin=admin_site)
+    assert (status, location) == (303, "/runs?status=cancelled")
+
+
+def _get_as(url: str, host: str) -> tuple[int, str, str | None]:
+    request = urllib.request.Request(url, headers={"Host": host})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode(), None
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), None
+
+
+def test_bad_query_strings_are_400_or_404_not_500(reader_site: str) -> None:
+    for path, want in (("/runs?before=99999999999999999999999", 400),
+                       ("/runs?before=-1", 400),
+                       ("/runs?before=abc", 400),
+                       ("/waiting?before=99999999999999999999999", 400),
+                       ("/runs/99999999999999999999999", 404),
+                       ("/runs?tenant_id=%00", 400),
+                       ("/runs?status=stuck", 400)):
+        assert _get(reader_site + path)[0] == want, path
 
 
 def test_the_dashboard_listens_on_localhost_by_default() -> None:
     args = parser().parse_args(["--database-url", "postgresql://x"])
     assert args.host == "127.0.0.1"
     assert args.allow_actions is False
+
+
+def test_actions_beyond_this_machine_need_a_second_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["--database-url", "postgresql://x", "--host", "0.0.0.0", "--allow-actions"])
+    assert exit.value.code == 2
+    assert "no login" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--refresh", "-1"])
 
 
 def test_pages_read_as_runq_observer_and_actions_run_as_runq_admin(seeded: Seeded) -> None:

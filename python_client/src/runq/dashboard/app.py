@@ -4,13 +4,20 @@ Every page reads through a pool whose connections ``SET ROLE runq_observer``,
 so a page can show nothing and change nothing beyond what that role may.
 With ``allow_actions`` (and only then) the app also has POST routes for
 cancel, redrive, pause and resume; they run through a second pool under
-``runq_admin``, and each checks a CSRF token and the request's Origin.
-Without it the app has no route that writes.
+``runq_admin``, and each checks the app's CSRF token and the request's
+Origin. Without it the app has no route that writes. Requests must name one
+of the app's hosts (127.0.0.1 and localhost by default), so a page of
+another site that rebinds its name to this address gets a 400, not data.
+
+``SET ROLE`` is session state: connect directly, or through PgBouncer in
+session mode, never in transaction mode (the role would stay with a server
+connection, not with the dashboard).
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -28,6 +35,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -37,14 +45,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runq.client import Client, json_text
 from runq.dashboard.metrics import CONTENT_TYPE_LATEST, metrics_text
-from runq.errors import InvalidArgument, InvalidRunState, RunNotFound, RunqError
+from runq.errors import InvalidArgument, RunNotFound, RunqError
 from runq.types import Event, Run, ThroughputRow
 
 __all__ = ["create_app"]
 
 HERE = Path(__file__).parent
-CSRF_COOKIE = "runq_csrf"
 PAGE_SIZE = 50
+MAX_ID = 2**63 - 1  # a bigint
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 TERMINAL = ("succeeded", "failed", "cancelled")
 STATUSES = ("queued", "running", "waiting_for_user", "succeeded", "failed", "cancelled")
 # Events an operator looks for first on a stuck run: a stale worker stopped,
@@ -52,7 +61,8 @@ STATUSES = ("queued", "running", "waiting_for_user", "succeeded", "failed", "can
 ALERT_EVENTS = frozenset({"run.fenced", "run.requeued"})
 SECURITY_HEADERS = {
     # Scripts, styles and forms from this app only; no framing.
-    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
+    "Content-Security-Policy": "default-src 'self'; base-uri 'none'; object-src 'none'; "
+                               "frame-ancestors 'none'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
 }
@@ -72,6 +82,16 @@ def role_pool(database_url: str, role: str, name: str) -> ConnectionPool[Any]:
     return ConnectionPool(database_url, min_size=1, max_size=4, name=name, open=False,
                           configure=as_role,
                           kwargs={"autocommit": True, "application_name": name})
+
+
+def _run_id(text: str | None) -> int | None:
+    """A run id from the query string, or None; ValueError beyond a bigint."""
+    if not text:
+        return None
+    value = int(text)
+    if not 0 < value <= MAX_ID:
+        raise ValueError(text)
+    return value
 
 
 # -- formatting ---------------------------------------------------------------
@@ -96,6 +116,11 @@ def _span(value: timedelta | None) -> str:
 
 def _json(value: Any) -> str:
     return json_text(value, indent=2, sort_keys=True)
+
+
+def _amount(value: Decimal | None) -> str:
+    """An exact amount as digits (0.0000004, never 4E-7)."""
+    return "" if value is None else format(value, "f")
 
 
 @dataclass(frozen=True)
@@ -138,10 +163,11 @@ def _usage_rows(run: Run) -> list[tuple[str, Decimal | None, Decimal | None]]:
 # -- the app --------------------------------------------------------------------
 
 def create_app(database_url: str, *, allow_actions: bool = False,
-               refresh_seconds: float = 5.0) -> Starlette:
+               refresh_seconds: float = 5.0,
+               hosts: Sequence[str] = LOOPBACK_HOSTS) -> Starlette:
     """The dashboard for the runq database at ``database_url``, whose role
     must be a member of runq_observer (and of runq_admin with
-    ``allow_actions``)."""
+    ``allow_actions``), answering requests for ``hosts`` only."""
     read_pool = role_pool(database_url, "runq_observer", "runq-dashboard")
     act_pool = role_pool(database_url, "runq_admin", "runq-dashboard-actions") \
         if allow_actions else None
@@ -149,17 +175,18 @@ def create_app(database_url: str, *, allow_actions: bool = False,
     actor = Client(act_pool) if act_pool is not None else None
     templates = Jinja2Templates(env=jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True))
-    templates.env.filters.update(when=_when, span=_span, json=_json)
+    templates.env.filters.update(when=_when, span=_span, json=_json, amount=_amount)
     templates.env.globals.update(allow_actions=allow_actions, refresh_seconds=refresh_seconds,
                                  statuses=STATUSES, terminal=TERMINAL, alert_events=ALERT_EVENTS)
 
+    # One token for the app's life, in every form it serves and nowhere
+    # else: a page of another origin can neither read it (no CORS, and the
+    # host check) nor set it, as it could a cookie.
+    token = secrets.token_urlsafe(32)
+
     def page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
-        token = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
-        response = templates.TemplateResponse(request, name, {"csrf": token, **context},
-                                              status_code=status_code)
-        if request.cookies.get(CSRF_COOKIE) != token:
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict")
-        return response
+        return templates.TemplateResponse(request, name, {"csrf": token, **context},
+                                          status_code=status_code)
 
     def refused(request: Request, error: RunqError, status_code: int) -> Response:
         return page(request, "error.html", status_code=status_code, error=error.message)
@@ -167,8 +194,11 @@ def create_app(database_url: str, *, allow_actions: bool = False,
     def overview(request: Request) -> Response:
         since = datetime.now(timezone.utc).replace(second=0, microsecond=0) \
             - timedelta(minutes=59)
-        throughput = reader.throughput(since)
-        return page(request, "overview.html", stats=reader.queue_stats(),
+        # The database's minutes past this host's clock, if it is behind,
+        # are left out of the chart and of its totals alike.
+        throughput = [r for r in reader.throughput(since)
+                      if r.minute < since + timedelta(minutes=60)]
+        return page(request, "overview.html", stats=reader.queue_stats(), since=since,
                     chart=_chart(throughput, since),
                     started=sum(r.started for r in throughput),
                     finished=sum(r.finished for r in throughput),
@@ -179,15 +209,20 @@ def create_app(database_url: str, *, allow_actions: bool = False,
         q = request.query_params
         filters = {k: q.get(k) or None for k in ("status", "tenant_id", "kind")}
         try:
-            before = int(q["before"]) if q.get("before") else None
-            listed = reader.list_runs(**filters, before_run_id=before, max_runs=PAGE_SIZE)
+            before = _run_id(q.get("before"))
+            # One more than a page: whether there is an older page at all.
+            listed = reader.list_runs(**filters, before_run_id=before, max_runs=PAGE_SIZE + 1)
         except ValueError:
             return page(request, "error.html", status_code=400,
                         error=f"before must be a run id, got {q.get('before')!r}")
         except InvalidArgument as error:
             return refused(request, error, 400)
+        except psycopg.DataError as error:  # a NUL in a filter, say
+            return page(request, "error.html", status_code=400,
+                        error=error.diag.message_primary or str(error))
         more = None
-        if len(listed) == PAGE_SIZE:
+        if len(listed) > PAGE_SIZE:
+            listed = listed[:PAGE_SIZE]
             more = "?" + urlencode({**{k: v for k, v in filters.items() if v},
                                     "before": listed[-1].run_id})
         return page(request, "runs.html", runs=listed, filters=filters, more=more,
@@ -195,6 +230,8 @@ def create_app(database_url: str, *, allow_actions: bool = False,
 
     def run(request: Request) -> Response:
         run_id = request.path_params["run_id"]
+        if run_id > MAX_ID:
+            return page(request, "error.html", status_code=404, error=f"no run {run_id}")
         try:
             found = reader.get_run(run_id)
         except RunNotFound as error:
@@ -207,17 +244,22 @@ def create_app(database_url: str, *, allow_actions: bool = False,
                     epochs=sorted({e.epoch for e in events if e.type == "run.fenced"}))
 
     def dead_letter(request: Request) -> Response:
-        return page(request, "dead_letter.html", runs=reader.dead_letter(PAGE_SIZE))
+        return page(request, "dead_letter.html", runs=reader.dead_letter(PAGE_SIZE),
+                    total=sum(s.failed for s in reader.queue_stats()))
 
     def waiting(request: Request) -> Response:
         q = request.query_params
         try:
-            before = int(q["before"]) if q.get("before") else None
+            before = _run_id(q.get("before"))
         except ValueError:
             return page(request, "error.html", status_code=400,
                         error=f"before must be a run id, got {q.get('before')!r}")
-        listed = reader.list_runs("waiting_for_user", before_run_id=before, max_runs=PAGE_SIZE)
-        more = f"?before={listed[-1].run_id}" if len(listed) == PAGE_SIZE else None
+        listed = reader.list_runs("waiting_for_user", before_run_id=before,
+                                  max_runs=PAGE_SIZE + 1)
+        more = None
+        if len(listed) > PAGE_SIZE:
+            listed = listed[:PAGE_SIZE]
+            more = f"?before={listed[-1].run_id}"
         return page(request, "waiting.html", runs=listed, more=more)
 
     def schedules(request: Request) -> Response:
@@ -237,13 +279,15 @@ def create_app(database_url: str, *, allow_actions: bool = False,
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     if actor is not None:
-        routes += _action_routes(actor)
+        routes += _action_routes(actor, token, hosts)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        read_pool.open()
+        # Wait for a first connection: a role that may not SET ROLE fails
+        # the start, not every request 30 s later.
+        read_pool.open(wait=True, timeout=10)
         if act_pool is not None:
-            act_pool.open()
+            act_pool.open(wait=True, timeout=10)
         try:
             yield
         finally:
@@ -251,7 +295,10 @@ def create_app(database_url: str, *, allow_actions: bool = False,
             if act_pool is not None:
                 act_pool.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(_SecurityHeaders)])
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[
+        Middleware(TrustedHostMiddleware,
+                   allowed_hosts=[h.strip("[]") if h.startswith("[") else h for h in hosts]),
+        Middleware(_SecurityHeaders)])
     app.state.read_pool, app.state.action_pool = read_pool, act_pool
     return app
 
@@ -281,34 +328,39 @@ def _of(events: Sequence[Event], kind: str) -> list[Event]:
 
 # -- actions (with allow_actions only) -----------------------------------------
 
-def _same_origin(request: Request) -> bool:
-    """A browser sends Origin with every POST; it must be this app's."""
+def _same_origin(request: Request, hosts: Sequence[str]) -> bool:
+    """A browser sends Origin with every POST; it must be this app's: the
+    request's own host (which the host check has vetted) and one of hosts."""
     origin = request.headers.get("origin")
     if origin is None:
         return False
-    host = request.headers.get("host", "")
-    return urlsplit(origin).netloc == host
+    parts = urlsplit(origin)
+    return (parts.netloc == request.headers.get("host")
+            and parts.hostname in {h.strip("[]") for h in hosts})
+
+
+# A path of this app: one slash, then no slash, backslash or control character first.
+_LOCAL_PATH = re.compile(r"/(?![/\\])[^\x00-\x20\\]*")
 
 
 def _back(form: Any) -> str:
     """Where to go after an action: a path of this app only."""
     target = str(form.get("next") or "/")
-    return target if target.startswith("/") and not target.startswith("//") else "/"
+    return target if _LOCAL_PATH.fullmatch(target) else "/"
 
 
-def _action_routes(actor: Client) -> list[BaseRoute]:
+def _action_routes(actor: Client, token: str, hosts: Sequence[str]) -> list[BaseRoute]:
     def guarded(act: Callable[[Client, Any], None]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             form = await request.form()
-            cookie = request.cookies.get(CSRF_COOKIE, "")
-            token = str(form.get("csrf") or "")
-            if not (cookie and token and hmac.compare_digest(cookie, token)
-                    and _same_origin(request)):
+            sent = str(form.get("csrf") or "")
+            if not (hmac.compare_digest(sent.encode(), token.encode())
+                    and _same_origin(request, hosts)):
                 return PlainTextResponse("refused: missing or wrong CSRF token or origin",
                                          status_code=403)
             try:
                 await run_in_threadpool(act, actor, form)
-            except (RunNotFound, InvalidRunState, InvalidArgument) as error:
+            except RunqError as error:  # no such run, wrong state, busy session, bad key
                 return PlainTextResponse(f"refused: {error.message}", status_code=409)
             except (KeyError, ValueError) as error:
                 return PlainTextResponse(f"refused: a bad or missing field ({error})",
@@ -320,11 +372,17 @@ def _action_routes(actor: Client) -> list[BaseRoute]:
     def reason(form: Any) -> str | None:
         return str(form.get("reason") or "") or None
 
+    def run_id(form: Any) -> int:
+        value = _run_id(str(form["run_id"]))
+        if value is None:
+            raise KeyError("run_id")
+        return value
+
     def cancel(client: Client, form: Any) -> None:
-        client.cancel(int(form["run_id"]), reason(form))
+        client.cancel(run_id(form), reason(form))
 
     def redrive(client: Client, form: Any) -> None:
-        client.redrive(int(form["run_id"]), reason(form))
+        client.redrive(run_id(form), reason(form))
 
     def pause(client: Client, form: Any) -> None:
         client.pause(str(form["scope"]), str(form["key"]), reason(form))
