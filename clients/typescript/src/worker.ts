@@ -1,0 +1,221 @@
+// A minimal worker loop: claim, run a handler, heartbeat, complete or fail.
+// It decides nothing the SQL does not: the first worker call that answers
+// false stops the run (the handler's `stopped` signal aborts, its context
+// throws RunStopped from then on) and the loop writes nothing more for it.
+
+import { setTimeout as sleep } from "node:timers/promises";
+
+import type {
+  AmountsInput, ClaimedRun, Client, Interval, JsonObject, ToolIdempotency,
+} from "./client.js";
+import { RunStopped, type StopReason } from "./errors.js";
+
+export interface RunContext {
+  readonly runId: bigint;
+  readonly epoch: bigint;
+  readonly payload: JsonObject;
+  /** The claimed row: attempt, checkpoint, inputs, resumed, deadline, budget, usage. */
+  readonly run: ClaimedRun;
+  /** Aborted (with the RunStopped as its reason) once the run is no longer this worker's. */
+  readonly stopped: AbortSignal;
+  checkpoint(state: unknown): Promise<void>;
+  beginTurn(): Promise<void>;
+  beginTool(callId: string, tool: string, idempotency: ToolIdempotency, args?: JsonObject): Promise<void>;
+  endTool(callId: string, outcome: unknown): Promise<void>;
+  /** Sent even once the run is stopped (spend is a fact); false when fenced. */
+  recordUsage(usage: AmountsInput): Promise<boolean>;
+  /** Park the run until deliverInput; the handler should return, its result is not written. */
+  askUser(question: unknown): Promise<void>;
+}
+
+/** Its return value completes the run; a thrown error fails it. */
+export type Handler = (ctx: RunContext) => unknown;
+
+export interface WorkerOptions {
+  client: Client;
+  classes: readonly number[];
+  /** Only runs of these kinds (the kinds this handler knows). */
+  kinds?: readonly string[];
+  workerId?: string;
+  handler: Handler;
+  /** Defaults to a third of `lease` when that is in ms, else 10 s (a third of runq's default lease). */
+  heartbeatMs?: number;
+  /** Lease per claim; the settings' default when left out. */
+  lease?: Interval;
+  /** Stops claiming; an in-flight run gets graceMs to finish, then is released. */
+  signal?: AbortSignal;
+  /** Pause between claims that found nothing. Default 1000. */
+  pollMs?: number;
+  /** Default 30 000. */
+  graceMs?: number;
+  /** Errors that do not end the loop (a claim or heartbeat that did not reach the server). */
+  onError?: (error: unknown) => void;
+}
+
+/** The failure a thrown error is reported as: its code when it has a string one, else its name. */
+function failureOf(error: unknown): { code: string; message: string } {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return { code: typeof code === "string" ? code : error.name, message: error.message };
+  }
+  return { code: "Error", message: String(error) };
+}
+
+/** Why runq refused our epoch, read from the run's row: the rules are the SQL's. */
+async function stopReason(client: Client, runId: bigint, epoch: bigint): Promise<StopReason> {
+  try {
+    const run = await client.getRun(runId);
+    if (run.leaseEpoch !== epoch) return "fenced";
+    if (run.status === "cancelled") return "cancelled";
+    const code = run.failure?.code;
+    if (run.status === "failed" && (code === "deadline_exceeded" || code === "budget_exhausted")) return code;
+  } catch {
+    // the refusal stands; only its reason is unknown
+  }
+  return "fenced";
+}
+
+/** Resolves when `signal` aborts (at once if it has), or when `cancel` does. */
+function aborted(signal: AbortSignal, cancel: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted || cancel.aborted) return resolve();
+    const done = (): void => {
+      signal.removeEventListener("abort", done);
+      cancel.removeEventListener("abort", done);
+      resolve();
+    };
+    signal.addEventListener("abort", done);
+    cancel.addEventListener("abort", done);
+  });
+}
+
+async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  try {
+    await sleep(ms, undefined, signal === undefined ? {} : { signal });
+  } catch {
+    // aborted: the caller checks the signal
+  }
+}
+
+async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: number): Promise<void> {
+  const { client, handler, signal } = options;
+  const onError = options.onError ?? ((error: unknown) => console.error("runq worker:", error));
+  const { runId, epoch } = run;
+  const stopping = new AbortController();
+  const done = new AbortController(); // the handler has returned (or was given up on)
+  let stop: RunStopped | undefined;
+  let parked = false;
+
+  const stopWith = async (reason?: StopReason): Promise<RunStopped> => {
+    const why = reason ?? (await stopReason(client, runId, epoch));
+    if (stop === undefined) {
+      stop = new RunStopped(runId, epoch, why);
+      stopping.abort(stop);
+    }
+    return stop;
+  };
+  // A fenced write: refused without a round trip once the run is stopped.
+  const write = async (call: () => Promise<boolean>): Promise<void> => {
+    if (stop !== undefined) throw stop;
+    if (parked) throw new RunStopped(runId, epoch, "finished");
+    if (!(await call())) throw await stopWith();
+  };
+
+  const ctx: RunContext = {
+    runId, epoch, run, payload: run.payload, stopped: stopping.signal,
+    checkpoint: (state) => write(() => client.checkpoint(runId, epoch, state)),
+    beginTurn: () => write(() => client.beginTurn(runId, epoch)),
+    beginTool: (callId, tool, idempotency, args) =>
+      write(() => client.beginTool(runId, epoch, callId, tool, idempotency, args)),
+    endTool: (callId, outcome) => write(() => client.endTool(runId, epoch, callId, outcome)),
+    recordUsage: async (usage) => {
+      const ok = await client.recordUsage(runId, epoch, usage);
+      if (!ok) await stopWith();
+      return ok;
+    },
+    askUser: async (question) => {
+      await write(() => client.askUser(runId, epoch, question));
+      parked = true;
+    },
+  };
+
+  const beating = (async () => {
+    for (;;) {
+      await pause(heartbeatMs, done.signal);
+      if (done.signal.aborted || stop !== undefined || parked) return;
+      try {
+        if (!(await client.heartbeat(runId, epoch))) await stopWith();
+      } catch (error) {
+        onError(error); // the lease decides: the next heartbeat that reaches runq says whether it is still ours
+      }
+    }
+  })();
+
+  type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+  const handled: Promise<Outcome> = Promise.resolve()
+    .then(() => handler(ctx))
+    .then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }));
+  const shutdown = (async (): Promise<"shutdown" | undefined> => {
+    if (signal === undefined) return new Promise<undefined>(() => undefined);
+    await aborted(signal, done.signal);
+    await pause(options.graceMs ?? 30_000, done.signal);
+    return done.signal.aborted ? undefined : "shutdown";
+  })();
+
+  const first = await Promise.race([handled, shutdown]);
+  done.abort();
+  await beating;
+  if (first === "shutdown" || first === undefined) {
+    // Grace is over: the handler is told to stop and the lease goes back;
+    // whatever it returns later is not written.
+    if (stop === undefined && !parked) {
+      await stopWith("shutdown");
+      try { await client.release(runId, epoch); } catch (error) { onError(error); }
+    }
+    return;
+  }
+  if (stop !== undefined || parked) return; // runq decided already, or the run waits for its user
+  if (first.ok) {
+    let encodable = true;
+    try { JSON.stringify(first.value); } catch { encodable = false; }
+    if (!encodable) {
+      await client.fail(runId, epoch, { code: "result_not_json", message: "the handler's result is not JSON" });
+    } else if (!(await client.complete(runId, epoch, first.value))) {
+      await stopWith();
+    }
+  } else if (!(first.error instanceof RunStopped)) {
+    if (!(await client.fail(runId, epoch, failureOf(first.error)))) await stopWith();
+  }
+}
+
+/** Claim and handle runs one at a time until `signal` aborts. */
+export async function runWorker(options: WorkerOptions): Promise<void> {
+  const { client, signal } = options;
+  const onError = options.onError ?? ((error: unknown) => console.error("runq worker:", error));
+  const heartbeatMs = options.heartbeatMs
+    ?? (typeof options.lease === "number" ? Math.max(1, Math.floor(options.lease / 3)) : 10_000);
+  const pollMs = options.pollMs ?? 1000;
+  while (signal?.aborted !== true) {
+    let runs: ClaimedRun[];
+    try {
+      runs = await client.claim({
+        classes: options.classes, kinds: options.kinds, workerId: options.workerId,
+        lease: options.lease, maxRuns: 1,
+      });
+    } catch (error) {
+      onError(error);
+      await pause(pollMs, signal);
+      continue;
+    }
+    const run = runs[0];
+    if (run === undefined) {
+      await pause(pollMs, signal);
+      continue;
+    }
+    try {
+      await processRun(options, run, heartbeatMs);
+    } catch (error) {
+      onError(error); // a write that did not reach runq: the lease expiry takes the run back
+    }
+  }
+}

@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+
+import pg from "pg";
+
+import {
+  Client, InvalidArgument, InvalidRunState, PermissionDenied, RunNotFound, RunqError, SessionBusy,
+} from "../src/index.js";
+import { databaseFixture } from "../testlib/fixture.js";
+
+const db = databaseFixture("errors");
+
+function rejectsWith(cls: new (...args: never[]) => RunqError, sqlstate: string) {
+  return (error: unknown): boolean => {
+    assert.ok(error instanceof cls, `expected ${cls.name}, got ${String(error)}`);
+    assert.equal(error.sqlstate, sqlstate);
+    assert.ok(error.cause !== undefined);
+    return true;
+  };
+}
+
+describe("errors", () => {
+  it("RunNotFound (RQ003) for a run that does not exist, worker calls included", async () => {
+    const c = db.client;
+    await assert.rejects(c.getRun(987654321n), rejectsWith(RunNotFound, "RQ003"));
+    await assert.rejects(c.runEvents(987654321n), rejectsWith(RunNotFound, "RQ003"));
+    await assert.rejects(c.heartbeat(987654321n, 1n), rejectsWith(RunNotFound, "RQ003"));
+    await assert.rejects(c.heartbeatMany([{ runId: 987654321n, epoch: 1n }]), rejectsWith(RunNotFound, "RQ003"));
+  });
+
+  it("InvalidArgument (22023) for bad arguments", async () => {
+    const c = db.client;
+    await assert.rejects(c.claim({ classes: [] }), rejectsWith(InvalidArgument, "22023"));
+    await assert.rejects(c.claim({ classes: [10], maxRuns: 0 }), rejectsWith(InvalidArgument, "22023"));
+    await assert.rejects(c.claim({ classes: [10], kinds: [] }), rejectsWith(InvalidArgument, "22023"));
+    await assert.rejects(c.submit("acme", "ts.err", { recoveryPolicy: "sometimes" as "resume" }),
+      rejectsWith(InvalidArgument, "22023"));
+    await assert.rejects(c.submit("acme", "ts.err", { priority: 40_000 }), rejectsWith(InvalidArgument, "22023"));
+    const { runId } = await c.submit("acme", "ts.err", { sessionId: "s-err" });
+    const [run] = await c.claim({ classes: [10], kinds: ["ts.err"] });
+    assert.equal(run?.runId, runId);
+    await assert.rejects(c.endTool(runId, run.epoch, "never-begun", {}), rejectsWith(InvalidArgument, "22023"));
+    await assert.rejects(c.beginTool(runId, run.epoch, "c1", "t", "sometimes" as "read_only"),
+      rejectsWith(InvalidArgument, "22023"));
+    await assert.rejects(c.recordUsage(runId, 7n, { tokens: 1 }), rejectsWith(InvalidArgument, "22023"));
+    await assert.rejects(c.recordUsage(runId, run.epoch, { tokens: "lots" }), rejectsWith(InvalidArgument, "22023"));
+  });
+
+  it("SessionBusy (RQ002) and InvalidRunState (RQ004)", async () => {
+    const c = db.client;
+    const { runId } = await c.submit("acme", "ts.busy", { sessionId: "s-busy" });
+    await assert.rejects(c.submit("acme", "ts.busy", { sessionId: "s-busy" }), (error: unknown) => {
+      rejectsWith(SessionBusy, "RQ002")(error);
+      assert.match((error as SessionBusy).detail ?? "", new RegExp(String(runId)));
+      return true;
+    });
+    await assert.rejects(c.deliverInput(runId, { text: "hi" }), rejectsWith(InvalidRunState, "RQ004"));
+  });
+
+  describe("PermissionDenied (42501)", () => {
+    const role = `runq_ts_nobody_${process.pid}`;
+    after(async () => { await db.sql(`DROP ROLE IF EXISTS ${role}`); });
+
+    it("a role without runq's grants", async () => {
+      await db.sql(`CREATE ROLE ${role} NOLOGIN`);
+      const conn = new pg.Client({ connectionString: db.url });
+      await conn.connect();
+      try {
+        await conn.query(`SET ROLE ${role}`);
+        await assert.rejects(new Client(conn).getRun(1n), rejectsWith(PermissionDenied, "42501"));
+      } finally {
+        await conn.end();
+      }
+    });
+  });
+
+  it("errors that are not runq's pass through unchanged", async () => {
+    const conn = new pg.Client({ connectionString: db.url });
+    await conn.connect();
+    try {
+      await conn.query("BEGIN");
+      await conn.query("SELECT 1/0").catch(() => undefined);
+      // the transaction is aborted: 25P02 is no runq SQLSTATE
+      await assert.rejects(new Client(conn).getRun(1n), (error: unknown) => {
+        assert.ok(!(error instanceof RunqError));
+        assert.equal((error as { code?: string }).code, "25P02");
+        return true;
+      });
+    } finally {
+      await conn.end();
+    }
+  });
+});
