@@ -174,8 +174,22 @@ export function exactJson(amounts: AmountsInput): string {
   return `{${members.join(",")}}`;
 }
 
+// Ids and epochs come back as bigint, and may go back inside a document: as digits.
+const bigintAsDigits = (_key: string, v: unknown): unknown =>
+  typeof v === "bigint" ? v.toString() : v;
+
+/** Whether value can be sent as a jsonb document (as the client encodes it). */
+export function isJsonEncodable(value: unknown): boolean {
+  try {
+    JSON.stringify(value, bigintAsDigits);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function json(value: unknown): string | null | undefined {
-  return value === undefined || value === null ? value : JSON.stringify(value);
+  return value === undefined || value === null ? value : JSON.stringify(value, bigintAsDigits);
 }
 
 function amounts(value: AmountsInput | null | undefined): string | null | undefined {

@@ -6,8 +6,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 
 import type {
-  AmountsInput, ClaimedRun, Client, Interval, JsonObject, ToolIdempotency,
+  AmountsInput, ClaimedRun, Client, JsonObject, ToolIdempotency,
 } from "./client.js";
+import { isJsonEncodable } from "./client.js";
 import { RunStopped, type StopReason } from "./errors.js";
 
 export interface RunContext {
@@ -38,10 +39,11 @@ export interface WorkerOptions {
   kinds?: readonly string[];
   workerId?: string;
   handler: Handler;
-  /** Defaults to a third of `lease` when that is in ms, else 10 s (a third of runq's default lease). */
+  /** Defaults to a third of `lease`. */
   heartbeatMs?: number;
-  /** Lease per claim; the settings' default when left out. */
-  lease?: Interval;
+  /** Lease per claim, in ms: always sent, so that the heartbeat is timed from
+   * the lease the runs really have (the settings' default may be shorter). */
+  lease: number;
   /** Stops claiming; an in-flight run gets graceMs to finish, then is released. */
   signal?: AbortSignal;
   /** Pause between claims that found nothing. Default 1000. */
@@ -105,6 +107,8 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
   const done = new AbortController(); // the handler has returned (or was given up on)
   let stop: RunStopped | undefined;
   let parked = false;
+  let asking = false; // ask_user is on its way: no heartbeat may land after it
+  let beat: Promise<unknown> = Promise.resolve();
 
   const stopWith = async (reason?: StopReason): Promise<RunStopped> => {
     const why = reason ?? (await stopReason(client, runId, epoch));
@@ -134,8 +138,16 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
       return ok;
     },
     askUser: async (question) => {
-      await write(() => client.askUser(runId, epoch, question));
-      parked = true;
+      // A heartbeat committed after ask_user would be fenced (the run is no
+      // longer running) and log a run.fenced that no stale worker caused.
+      asking = true;
+      await beat.catch(() => undefined);
+      try {
+        await write(() => client.askUser(runId, epoch, question));
+        parked = true;
+      } finally {
+        asking = false;
+      }
     },
   };
 
@@ -143,8 +155,10 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
     for (;;) {
       await pause(heartbeatMs, done.signal);
       if (done.signal.aborted || stop !== undefined || parked) return;
+      if (asking) continue;
       try {
-        if (!(await client.heartbeat(runId, epoch))) await stopWith();
+        beat = client.heartbeat(runId, epoch);
+        if (!(await beat)) await stopWith();
       } catch (error) {
         onError(error); // the lease decides: the next heartbeat that reaches runq says whether it is still ours
       }
@@ -176,9 +190,7 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
   }
   if (stop !== undefined || parked) return; // runq decided already, or the run waits for its user
   if (first.ok) {
-    let encodable = true;
-    try { JSON.stringify(first.value); } catch { encodable = false; }
-    if (!encodable) {
+    if (!isJsonEncodable(first.value)) {
       await client.fail(runId, epoch, { code: "result_not_json", message: "the handler's result is not JSON" });
     } else if (!(await client.complete(runId, epoch, first.value))) {
       await stopWith();
@@ -192,8 +204,7 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
 export async function runWorker(options: WorkerOptions): Promise<void> {
   const { client, signal } = options;
   const onError = options.onError ?? ((error: unknown) => console.error("runq worker:", error));
-  const heartbeatMs = options.heartbeatMs
-    ?? (typeof options.lease === "number" ? Math.max(1, Math.floor(options.lease / 3)) : 10_000);
+  const heartbeatMs = options.heartbeatMs ?? Math.max(1, Math.floor(options.lease / 3));
   const pollMs = options.pollMs ?? 1000;
   while (signal?.aborted !== true) {
     let runs: ClaimedRun[];

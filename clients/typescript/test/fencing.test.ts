@@ -69,6 +69,7 @@ describe("fencing", () => {
         seen = ctx.stopped.reason;
         // every further write is refused without reaching runq
         await assert.rejects(ctx.checkpoint({ late: true }), RunStopped);
+        stop.abort(); // no second claim of this run by the loop, whatever the timing
         handlerReturned = true;
         return { written: "never" };
       },

@@ -15,7 +15,7 @@ describe("runWorker", () => {
     const stop = new AbortController();
     const worker = runWorker({
       client: c, classes: [10], kinds: ["ts.work"], workerId: "ts-loop",
-      lease: "30 seconds", heartbeatMs: 100, pollMs: 20, signal: stop.signal,
+      lease: 30_000, heartbeatMs: 100, pollMs: 20, signal: stop.signal,
       handler: async (ctx) => {
         calls.set(ctx.runId, (calls.get(ctx.runId) ?? 0) + 1);
         await ctx.beginTurn();
@@ -50,7 +50,7 @@ describe("runWorker", () => {
     const { runId } = await c.submit("acme", "ts.work.fail");
     const stop = new AbortController();
     const worker = runWorker({
-      client: c, classes: [10], kinds: ["ts.work.fail"], pollMs: 20, signal: stop.signal,
+      client: c, classes: [10], kinds: ["ts.work.fail"], lease: 30_000, pollMs: 20, signal: stop.signal,
       handler: () => {
         throw Object.assign(new Error("the tool is down"), { code: "tool_unavailable" });
       },
@@ -69,7 +69,7 @@ describe("runWorker", () => {
     const stop = new AbortController();
     let answered: unknown;
     const worker = runWorker({
-      client: c, classes: [10], kinds: ["ts.work.ask"], pollMs: 20, signal: stop.signal,
+      client: c, classes: [10], kinds: ["ts.work.ask"], lease: 30_000, pollMs: 20, signal: stop.signal,
       handler: async (ctx) => {
         if (ctx.run.inputs.length === 0) {
           await ctx.askUser({ text: "which colour?" });
@@ -94,7 +94,7 @@ describe("runWorker", () => {
     const stop = new AbortController();
     let reason: unknown;
     const worker = runWorker({
-      client: c, classes: [10], kinds: ["ts.work.cancel"], heartbeatMs: 30, pollMs: 20, signal: stop.signal,
+      client: c, classes: [10], kinds: ["ts.work.cancel"], lease: 30_000, heartbeatMs: 30, pollMs: 20, signal: stop.signal,
       handler: async (ctx) => {
         await new Promise((resolve) => ctx.stopped.addEventListener("abort", resolve));
         reason = (ctx.stopped.reason as { reason?: unknown }).reason;
@@ -115,7 +115,7 @@ describe("runWorker", () => {
     const stop = new AbortController();
     let reason: unknown;
     const worker = runWorker({
-      client: c, classes: [10], kinds: ["ts.work.shutdown"], pollMs: 20, graceMs: 50, signal: stop.signal,
+      client: c, classes: [10], kinds: ["ts.work.shutdown"], lease: 30_000, pollMs: 20, graceMs: 50, signal: stop.signal,
       handler: async (ctx) => {
         await new Promise((resolve) => ctx.stopped.addEventListener("abort", resolve));
         reason = (ctx.stopped.reason as { reason?: unknown }).reason;
