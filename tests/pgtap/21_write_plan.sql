@@ -5,16 +5,7 @@
 BEGIN;
 SELECT plan(4);
 
-CREATE FUNCTION pg_temp.call_buffers(call text) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_plan json;
-BEGIN
-    -- test-only dynamic SQL: EXPLAIN of a call given as text
-    EXECUTE 'EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ' || call INTO v_plan;
-    RETURN (v_plan -> 0 -> 'Plan' ->> 'Shared Hit Blocks')::bigint
-         + (v_plan -> 0 -> 'Plan' ->> 'Shared Read Blocks')::bigint;
-END $$;
+\ir helpers/buffers.sql
 
 INSERT INTO runq.runs (created_at, updated_at, priority, tenant_id, kind)
 SELECT now(), now(), 10, 'plan', 'k' FROM generate_series(1, 10000);

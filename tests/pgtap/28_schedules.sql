@@ -491,16 +491,11 @@ SELECT ok(NOT has_function_privilege('public', 'runq.tick(integer)', 'EXECUTE')
 -- ---------------------------------------------------------------------------
 -- tick reads a handful of buffers, however many schedules exist
 -- ---------------------------------------------------------------------------
--- Buffers (hit + read) one call of runq.tick touches. Test-only dynamic SQL:
--- EXPLAIN of a call.
-CREATE FUNCTION pg_temp.tick_buffers() RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    v_plan json;
-BEGIN
-    EXECUTE 'EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM runq.tick()' INTO v_plan;
-    RETURN (v_plan -> 0 -> 'Plan' ->> 'Shared Hit Blocks')::bigint
-         + (v_plan -> 0 -> 'Plan' ->> 'Shared Read Blocks')::bigint;
-END $$;
+-- Buffers (hit + read) one call of runq.tick touches.
+\ir helpers/buffers.sql
+CREATE FUNCTION pg_temp.tick_buffers() RETURNS bigint LANGUAGE sql AS $$
+    SELECT pg_temp.call_buffers('SELECT * FROM runq.tick()')
+$$;
 -- Nothing live left, then one schedule due against a few.
 UPDATE runq.runs SET status = 'cancelled', finished_at = now(), lease = NULL, lease_expires_at = NULL,
        question = NULL

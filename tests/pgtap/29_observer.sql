@@ -541,15 +541,7 @@ SELECT is(pg_temp.totals(), (:f0 + 1) || ' ' || (:q0 + 1),
 -- ---------------------------------------------------------------------------
 -- Buffers: a list_runs call reads index ranges, whatever else is stored
 -- ---------------------------------------------------------------------------
--- Buffers (hit + read) one call touches. Test-only dynamic SQL: EXPLAIN of a call.
-CREATE FUNCTION pg_temp.buffers(p_sql text) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    v_plan json;
-BEGIN
-    EXECUTE 'EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ' || p_sql INTO v_plan;
-    RETURN (v_plan -> 0 -> 'Plan' ->> 'Shared Hit Blocks')::bigint
-         + (v_plan -> 0 -> 'Plan' ->> 'Shared Read Blocks')::bigint;
-END $$;
+\ir helpers/buffers.sql
 CREATE TEMP TABLE calls (n integer, label text, sql text, few bigint, many bigint) ON COMMIT DROP;
 INSERT INTO calls (n, label, sql) VALUES
     (1, 'unfiltered', 'SELECT * FROM runq.list_runs(max_runs => 2)'),
@@ -566,8 +558,8 @@ INSERT INTO calls (n, label, sql) VALUES
 -- Warm the plan caches, and mark dead any index entry an earlier run of this
 -- file (or another file) left behind, as a live database's vacuum would.
 ANALYZE runq.runs;
-SELECT count(pg_temp.buffers(sql)) FROM calls, generate_series(1, 2);
-UPDATE calls SET few = pg_temp.buffers(sql);
+SELECT count(pg_temp.call_buffers(sql)) FROM calls, generate_series(1, 2);
+UPDATE calls SET few = pg_temp.call_buffers(sql);
 -- 200,000 more runs, newer than all above, of the same kinds and of three
 -- other tenants, written straight into the table: a backlog of 95,000
 -- queued runs, a history of 95,000 succeeded ones, and 10,000 waiting for
@@ -580,8 +572,8 @@ SELECT now(), now(), 2950, 'ob-bulk' || (g % 3), 'ob-k' || (g % 2 + 1), st,
        LATERAL (SELECT CASE WHEN g % 20 = 1 THEN 'waiting_for_user' WHEN g / 2 % 2 = 0 THEN 'queued'
                             ELSE 'succeeded' END AS st) AS x;  -- fixture
 ANALYZE runq.runs;
-SELECT count(pg_temp.buffers(sql)) FROM calls, generate_series(1, 2);  -- re-plan after ANALYZE
-UPDATE calls SET many = pg_temp.buffers(sql);
+SELECT count(pg_temp.call_buffers(sql)) FROM calls, generate_series(1, 2);  -- re-plan after ANALYZE
+UPDATE calls SET many = pg_temp.call_buffers(sql);
 -- The +30 allows for deeper B-trees (a level more in each of the indexes a
 -- call descends, once per range it reads). A walk over the new runs would
 -- read thousands.
@@ -597,19 +589,19 @@ SELECT diag('buffers per list_runs call (max_runs 2), before/after 200,000 more 
 -- does what VACUUM does in a live database: a range not yet summarised is
 -- read whole.
 SELECT brin_summarize_new_values('runq.run_events_created_idx') >= 0 AS summarized \gset
-SELECT pg_temp.buffers($$SELECT * FROM runq.throughput('2090-01-01')$$) AS tp_warm,
-       pg_temp.buffers('SELECT * FROM runq.recovery_totals()') AS rt_warm \gset
-SELECT pg_temp.buffers($$SELECT * FROM runq.throughput('2090-01-01')$$) AS tp_few,
-       pg_temp.buffers('SELECT * FROM runq.recovery_totals()') AS rt_few \gset
+SELECT pg_temp.call_buffers($$SELECT * FROM runq.throughput('2090-01-01')$$) AS tp_warm,
+       pg_temp.call_buffers('SELECT * FROM runq.recovery_totals()') AS rt_warm \gset
+SELECT pg_temp.call_buffers($$SELECT * FROM runq.throughput('2090-01-01')$$) AS tp_few,
+       pg_temp.call_buffers('SELECT * FROM runq.recovery_totals()') AS rt_few \gset
 INSERT INTO runq.run_events (run_id, epoch, type, created_at)
 SELECT :p1, 1, 'run.checkpointed', now() - interval '1 day' + g * interval '1 millisecond'
   FROM generate_series(1, 200000) AS g;  -- fixture
 SELECT brin_summarize_new_values('runq.run_events_created_idx') >= 0 AS summarized \gset
 ANALYZE runq.run_events;
-SELECT pg_temp.buffers($$SELECT * FROM runq.throughput('2090-01-01')$$) AS tp_warm,
-       pg_temp.buffers('SELECT * FROM runq.recovery_totals()') AS rt_warm \gset
-SELECT pg_temp.buffers($$SELECT * FROM runq.throughput('2090-01-01')$$) AS tp_many,
-       pg_temp.buffers('SELECT * FROM runq.recovery_totals()') AS rt_many \gset
+SELECT pg_temp.call_buffers($$SELECT * FROM runq.throughput('2090-01-01')$$) AS tp_warm,
+       pg_temp.call_buffers('SELECT * FROM runq.recovery_totals()') AS rt_warm \gset
+SELECT pg_temp.call_buffers($$SELECT * FROM runq.throughput('2090-01-01')$$) AS tp_many,
+       pg_temp.call_buffers('SELECT * FROM runq.recovery_totals()') AS rt_many \gset
 -- +80: the block range (32 pages) the new events' tail has not filled, and
 -- the range the moved events share with the new ones, may be read whole.
 SELECT cmp_ok(:tp_many::bigint, '<=', :tp_few::bigint + 80,
