@@ -18,9 +18,9 @@ SET LOCAL statement_timeout = '10s';
 -- Called on a timer by worker pools and operators, from any number of
 -- processes at once: every pick is FOR UPDATE SKIP LOCKED, so concurrent
 -- sweepers split the work and a run is decided once. Up to max_runs runs in
--- all: first running runs whose lease has expired (oldest expiry first,
--- through runq._expire_leases), then runs past their deadline, then queued
--- runs past their queue_ttl.
+-- all: first running runs whose lease has expired or whose deadline has
+-- passed (soonest due first, through runq._expire_leases), then queued and
+-- waiting runs past their deadline, then queued runs past their queue_ttl.
 -- Raises 22023 (max_runs NULL or below 1).
 --
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
@@ -28,7 +28,10 @@ SET LOCAL statement_timeout = '10s';
 -- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
 -- of the admissions (deploy/admission.sql), and an admitted run it expires
 -- hands its slot on. It fails runs past their deadline (deadline_exceeded),
--- in any status not terminal.
+-- in any status not terminal. Running runs past their deadline are found in
+-- the walk of the running runs that finds expired leases: runs_deadline_idx
+-- holds queued and waiting runs only, so that a claim and a complete write
+-- no entry there (deploy/index_runs_deadline.sql).
 -- A pass that fails queued runs hands their slots on only after its
 -- statement: a hand-on inside it could admit a parked run the same statement
 -- is about to fail (27000, and the whole sweep rolled back).
@@ -49,8 +52,7 @@ AS $$
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_expired  bigint[];
-    v_late     bigint[];  -- past their deadline: running (their lease still live)
-    v_queued   bigint[];  --   queued
+    v_queued   bigint[];  -- past their deadline: queued
     v_waiting  bigint[];  --   waiting_for_user
     v_left     integer;   -- of max_runs
     v_failed   bigint[];  -- failed by a pass below, and
@@ -63,12 +65,16 @@ BEGIN
     IF runq._check_count('max_runs', sweep.max_runs) THEN
     END IF;
 
+    -- Running runs whose lease expired or whose deadline passed: both take
+    -- the lease-expiry path, where a cancel flag comes first, then the
+    -- deadline. One walk of the running runs (runs_held_idx), as many as
+    -- the workers hold; least() passes over a NULL deadline.
     SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
       FROM (SELECT r.run_id
               FROM runq.runs AS r
              WHERE r.status = 'running'
-               AND r.lease_expires_at < v_now
-             ORDER BY r.lease_expires_at, r.run_id
+               AND (r.lease_expires_at < v_now OR r.deadline <= v_now)
+             ORDER BY least(r.lease_expires_at, r.deadline), r.run_id
              LIMIT sweep.max_runs
                FOR UPDATE SKIP LOCKED) AS x;
 
@@ -77,31 +83,22 @@ BEGIN
                        FROM runq._expire_leases(v_expired, false, v_now) AS e;
     END IF;
 
-    -- Past their deadline, in any status not terminal (the expired leases
-    -- above met the deadline as their second rule). A running one goes the
-    -- same way, through runq._expire_leases: cancel flag first, then the
-    -- deadline; its tool calls resolved. Nothing due: one probe of
+    -- Queued and waiting runs past their deadline. Nothing due: one probe of
     -- runs_deadline_idx.
     v_left := sweep.max_runs - cardinality(v_expired);
     IF v_left > 0 THEN
-        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'running'), '{}'),
-               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
+        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
                coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'waiting_for_user'), '{}')
-          INTO v_late, v_queued, v_waiting
+          INTO v_queued, v_waiting
           FROM (SELECT r.run_id, r.status
                   FROM runq.runs AS r
                  WHERE r.deadline IS NOT NULL
-                   AND r.status IN ('queued', 'running', 'waiting_for_user')
+                   AND r.status IN ('queued', 'waiting_for_user')
                    AND r.deadline <= v_now
                  ORDER BY r.deadline, r.run_id
                  LIMIT v_left
                    FOR UPDATE SKIP LOCKED) AS x;
-        v_left := v_left - cardinality(v_late) - cardinality(v_queued) - cardinality(v_waiting);
-    END IF;
-
-    IF cardinality(v_late) > 0 THEN
-        RETURN QUERY SELECT e.run_id, e.action
-                       FROM runq._expire_leases(v_late, false, v_now) AS e;
+        v_left := v_left - cardinality(v_queued) - cardinality(v_waiting);
     END IF;
 
     IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN

@@ -9,13 +9,22 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 SET LOCAL search_path = pg_catalog, pg_temp;
 
+-- The budget rule, one definition for begin_turn's gate and for the failure
+-- that names the key: a total has reached its limit (a key not yet spent
+-- counts 0). A SQL-standard body, inlined into the statements that use it.
+CREATE FUNCTION runq._is_reached(total jsonb, budget_limit jsonb)
+    RETURNS boolean
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN coalesce(total::numeric, 0) >= budget_limit::numeric;
+
 -- The first key of a run's budget whose total (runq.run_usage) has reached
 -- its limit (usage[k] >= budget[k], a key not yet spent counting 0), as
 -- {key, limit, total}; NULL when none has, or there is no budget. The keys
 -- in jsonb's own order, so the key named is the same on every call.
--- PL/pgSQL, not SQL: begin_turn calls it for every turn of a run with a
--- budget, and a SQL function's query is planned again on every call of the
--- statement that calls it, where PL/pgSQL keeps its plan for the session.
+-- Only a run that stops calls it: begin_turn's gate is runq._is_reached
+-- written into its own statement (a call of this costs a turn 5 %).
 CREATE FUNCTION runq._budget_overrun(run_id bigint, budget jsonb)
     RETURNS jsonb
     LANGUAGE plpgsql
@@ -28,7 +37,7 @@ BEGIN
                                       'total', coalesce(u.usage -> b.key, '0'::jsonb))
               FROM jsonb_each(_budget_overrun.budget) WITH ORDINALITY AS b (key, value, n)
               LEFT JOIN runq.run_usage AS u ON u.run_id = _budget_overrun.run_id
-             WHERE coalesce((u.usage -> b.key)::numeric, 0) >= b.value::numeric
+             WHERE runq._is_reached(u.usage -> b.key, b.value)
              ORDER BY b.n
              LIMIT 1);
 END
@@ -67,9 +76,12 @@ AS $$
     END
 $$;
 
-REVOKE ALL ON FUNCTION runq._budget_overrun(bigint, jsonb), runq._stop_failure(runq.runs, boolean, timestamptz)
+REVOKE ALL ON FUNCTION runq._is_reached(jsonb, jsonb), runq._budget_overrun(bigint, jsonb),
+                       runq._stop_failure(runq.runs, boolean, timestamptz)
     FROM PUBLIC;
 
+COMMENT ON FUNCTION runq._is_reached(jsonb, jsonb) IS
+    'Internal: whether a usage total (NULL: nothing spent) has reached its budget limit.';
 COMMENT ON FUNCTION runq._budget_overrun(bigint, jsonb) IS
     'Internal: {key, limit, total} of the first key of a run''s budget whose total (runq.run_usage) reached its limit, or NULL.';
 COMMENT ON FUNCTION runq._stop_failure(runq.runs, boolean, timestamptz) IS

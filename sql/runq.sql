@@ -5956,10 +5956,14 @@ COMMIT;
 -- requires: columns_runs_deadline
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
 
--- The runs that have a deadline and are not yet terminal, soonest first: the
+-- The queued and waiting runs that have a deadline, soonest first: the
 -- sweep reads its head (nothing due: one probe, however many runs have
 -- deadlines). A run without a timeout has no entry, so a queue that sets none
--- pays nothing here; a run with one pays an entry per status it passes.
+-- pays nothing here; a run with one pays an entry when it is queued and when
+-- it waits for its user. Running runs have none, so neither a claim nor a
+-- complete writes one: the sweep finds those past their deadline among the
+-- running runs (runs_held_idx), which are as many as the workers hold, in
+-- the walk it makes for expired leases.
 --
 -- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
 -- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
@@ -5974,7 +5978,7 @@ SET client_min_messages = warning;  -- no NOTICE when there is no leftover
 DROP INDEX CONCURRENTLY IF EXISTS runq.runs_deadline_idx;
 RESET client_min_messages;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_deadline_idx ON runq.runs (deadline)
-    WHERE deadline IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user');
+    WHERE deadline IS NOT NULL AND status IN ('queued', 'waiting_for_user');
 RESET statement_timeout;
 RESET lock_timeout;
 
@@ -5991,13 +5995,22 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 SET LOCAL search_path = pg_catalog, pg_temp;
 
+-- The budget rule, one definition for begin_turn's gate and for the failure
+-- that names the key: a total has reached its limit (a key not yet spent
+-- counts 0). A SQL-standard body, inlined into the statements that use it.
+CREATE FUNCTION runq._is_reached(total jsonb, budget_limit jsonb)
+    RETURNS boolean
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN coalesce(total::numeric, 0) >= budget_limit::numeric;
+
 -- The first key of a run's budget whose total (runq.run_usage) has reached
 -- its limit (usage[k] >= budget[k], a key not yet spent counting 0), as
 -- {key, limit, total}; NULL when none has, or there is no budget. The keys
 -- in jsonb's own order, so the key named is the same on every call.
--- PL/pgSQL, not SQL: begin_turn calls it for every turn of a run with a
--- budget, and a SQL function's query is planned again on every call of the
--- statement that calls it, where PL/pgSQL keeps its plan for the session.
+-- Only a run that stops calls it: begin_turn's gate is runq._is_reached
+-- written into its own statement (a call of this costs a turn 5 %).
 CREATE FUNCTION runq._budget_overrun(run_id bigint, budget jsonb)
     RETURNS jsonb
     LANGUAGE plpgsql
@@ -6010,7 +6023,7 @@ BEGIN
                                       'total', coalesce(u.usage -> b.key, '0'::jsonb))
               FROM jsonb_each(_budget_overrun.budget) WITH ORDINALITY AS b (key, value, n)
               LEFT JOIN runq.run_usage AS u ON u.run_id = _budget_overrun.run_id
-             WHERE coalesce((u.usage -> b.key)::numeric, 0) >= b.value::numeric
+             WHERE runq._is_reached(u.usage -> b.key, b.value)
              ORDER BY b.n
              LIMIT 1);
 END
@@ -6049,9 +6062,12 @@ AS $$
     END
 $$;
 
-REVOKE ALL ON FUNCTION runq._budget_overrun(bigint, jsonb), runq._stop_failure(runq.runs, boolean, timestamptz)
+REVOKE ALL ON FUNCTION runq._is_reached(jsonb, jsonb), runq._budget_overrun(bigint, jsonb),
+                       runq._stop_failure(runq.runs, boolean, timestamptz)
     FROM PUBLIC;
 
+COMMENT ON FUNCTION runq._is_reached(jsonb, jsonb) IS
+    'Internal: whether a usage total (NULL: nothing spent) has reached its budget limit.';
 COMMENT ON FUNCTION runq._budget_overrun(bigint, jsonb) IS
     'Internal: {key, limit, total} of the first key of a run''s budget whose total (runq.run_usage) reached its limit, or NULL.';
 COMMENT ON FUNCTION runq._stop_failure(runq.runs, boolean, timestamptz) IS
@@ -7693,9 +7709,9 @@ SET LOCAL statement_timeout = '10s';
 -- Called on a timer by worker pools and operators, from any number of
 -- processes at once: every pick is FOR UPDATE SKIP LOCKED, so concurrent
 -- sweepers split the work and a run is decided once. Up to max_runs runs in
--- all: first running runs whose lease has expired (oldest expiry first,
--- through runq._expire_leases), then runs past their deadline, then queued
--- runs past their queue_ttl.
+-- all: first running runs whose lease has expired or whose deadline has
+-- passed (soonest due first, through runq._expire_leases), then queued and
+-- waiting runs past their deadline, then queued runs past their queue_ttl.
 -- Raises 22023 (max_runs NULL or below 1).
 --
 -- Reworked after v0.1.2: max_runs is checked by runq._check_count.
@@ -7703,7 +7719,10 @@ SET LOCAL statement_timeout = '10s';
 -- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
 -- of the admissions (deploy/admission.sql), and an admitted run it expires
 -- hands its slot on. It fails runs past their deadline (deadline_exceeded),
--- in any status not terminal.
+-- in any status not terminal. Running runs past their deadline are found in
+-- the walk of the running runs that finds expired leases: runs_deadline_idx
+-- holds queued and waiting runs only, so that a claim and a complete write
+-- no entry there (deploy/index_runs_deadline.sql).
 -- A pass that fails queued runs hands their slots on only after its
 -- statement: a hand-on inside it could admit a parked run the same statement
 -- is about to fail (27000, and the whole sweep rolled back).
@@ -7724,8 +7743,7 @@ AS $$
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_expired  bigint[];
-    v_late     bigint[];  -- past their deadline: running (their lease still live)
-    v_queued   bigint[];  --   queued
+    v_queued   bigint[];  -- past their deadline: queued
     v_waiting  bigint[];  --   waiting_for_user
     v_left     integer;   -- of max_runs
     v_failed   bigint[];  -- failed by a pass below, and
@@ -7738,12 +7756,16 @@ BEGIN
     IF runq._check_count('max_runs', sweep.max_runs) THEN
     END IF;
 
+    -- Running runs whose lease expired or whose deadline passed: both take
+    -- the lease-expiry path, where a cancel flag comes first, then the
+    -- deadline. One walk of the running runs (runs_held_idx), as many as
+    -- the workers hold; least() passes over a NULL deadline.
     SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
       FROM (SELECT r.run_id
               FROM runq.runs AS r
              WHERE r.status = 'running'
-               AND r.lease_expires_at < v_now
-             ORDER BY r.lease_expires_at, r.run_id
+               AND (r.lease_expires_at < v_now OR r.deadline <= v_now)
+             ORDER BY least(r.lease_expires_at, r.deadline), r.run_id
              LIMIT sweep.max_runs
                FOR UPDATE SKIP LOCKED) AS x;
 
@@ -7752,31 +7774,22 @@ BEGIN
                        FROM runq._expire_leases(v_expired, false, v_now) AS e;
     END IF;
 
-    -- Past their deadline, in any status not terminal (the expired leases
-    -- above met the deadline as their second rule). A running one goes the
-    -- same way, through runq._expire_leases: cancel flag first, then the
-    -- deadline; its tool calls resolved. Nothing due: one probe of
+    -- Queued and waiting runs past their deadline. Nothing due: one probe of
     -- runs_deadline_idx.
     v_left := sweep.max_runs - cardinality(v_expired);
     IF v_left > 0 THEN
-        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'running'), '{}'),
-               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
+        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
                coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'waiting_for_user'), '{}')
-          INTO v_late, v_queued, v_waiting
+          INTO v_queued, v_waiting
           FROM (SELECT r.run_id, r.status
                   FROM runq.runs AS r
                  WHERE r.deadline IS NOT NULL
-                   AND r.status IN ('queued', 'running', 'waiting_for_user')
+                   AND r.status IN ('queued', 'waiting_for_user')
                    AND r.deadline <= v_now
                  ORDER BY r.deadline, r.run_id
                  LIMIT v_left
                    FOR UPDATE SKIP LOCKED) AS x;
-        v_left := v_left - cardinality(v_late) - cardinality(v_queued) - cardinality(v_waiting);
-    END IF;
-
-    IF cardinality(v_late) > 0 THEN
-        RETURN QUERY SELECT e.run_id, e.action
-                       FROM runq._expire_leases(v_late, false, v_now) AS e;
+        v_left := v_left - cardinality(v_queued) - cardinality(v_waiting);
     END IF;
 
     IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN
@@ -9619,7 +9632,18 @@ BEGIN
            AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
            AND NOT r.cancel_requested
            AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
-           AND (r.budget IS NULL OR runq._budget_overrun(r.run_id, r.budget) IS NULL)  -- the gate
+           -- The gate: no total of the run's usage has reached its budget.
+           -- Written into this statement, planned once a session with it: as
+           -- a call of runq._budget_overrun it cost a turn of a run with a
+           -- budget 5 % in instructions, and this 2 %. Its plan is started
+           -- for a run without a budget too (1.5 %), as is one more statement
+           -- for only the runs with one (7 %: an UPDATE's start opens runs).
+           AND (r.budget IS NULL
+                OR NOT EXISTS (SELECT FROM jsonb_each(r.budget) AS b (key, value)
+                                WHERE runq._is_reached((SELECT u.usage -> b.key
+                                                          FROM runq.run_usage AS u
+                                                         WHERE u.run_id = r.run_id),
+                                                       b.value)))
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -11452,5 +11476,131 @@ GRANT EXECUTE ON FUNCTION runq.recovery_totals() TO runq_observer, runq_admin;
 
 COMMENT ON FUNCTION runq.recovery_totals() IS
 $c$The run.fenced events stored and the run.requeued events of an expired lease (a release is not counted): how often a stale worker was stopped, and how often an expired lease put a run back in the queue. A purge lowers both.$c$;
+
+COMMIT;
+
+-- ==== deploy/type_completed_and_claimed.sql ====
+
+-- Deploy runq:type_completed_and_claimed to pg
+-- requires: schema_runq
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The rows of runq.complete_and_claim: whether the run given was completed,
+-- then the columns of runq.claim, in its order. A type of its own, not
+-- RETURNS TABLE: the function's first arguments are named run_id and epoch,
+-- as runq.complete's are, and a function's arguments and result columns
+-- share one namespace.
+CREATE TYPE runq.completed_and_claimed AS (
+    completed        boolean,
+    run_id           bigint,
+    epoch            bigint,
+    tenant_id        text,
+    session_id       text,
+    kind             text,
+    priority         integer,
+    payload          jsonb,
+    attempt          integer,
+    checkpoint       jsonb,
+    inputs           jsonb,
+    resumed          boolean,
+    lease_expires_at timestamptz,
+    deadline         timestamptz,
+    budget           jsonb,
+    usage            jsonb
+);
+
+COMMENT ON TYPE runq.completed_and_claimed IS
+    'A row of runq.complete_and_claim: completed (what runq.complete answered; NULL when no run was given), then a row of runq.claim (all NULL when nothing was claimed).';
+
+COMMIT;
+
+-- ==== deploy/function_complete_and_claim.sql ====
+
+-- Deploy runq:function_complete_and_claim to pg
+-- requires: type_completed_and_claimed
+-- requires: function_complete
+-- requires: function_claim
+-- requires: argument_checks
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers: a run finished and the next taken in one round trip and
+-- one transaction, where runq.complete then runq.claim take two of each.
+-- It is those two calls, in that order, so each rule is theirs: the
+-- completion is fenced as complete's (false, one run.fenced), a slot it
+-- frees under a limit is handed on before the claim looks, and the claim
+-- takes what claim would. A fenced completion claims nothing unless
+-- claim_if_fenced: a worker that lost a run may have lost its lease to a
+-- pause of its whole process, and is asked to look before it takes more.
+-- A NULL run_id and epoch complete nothing (a worker loop's first call).
+-- The claim's arguments are tested first, so a bad one changes nothing.
+CREATE FUNCTION runq.complete_and_claim(
+    run_id          bigint,
+    epoch           bigint,
+    result          jsonb,
+    classes         integer[],
+    worker_id       text     DEFAULT NULL,
+    lease           interval DEFAULT NULL,
+    max_runs        integer  DEFAULT 1,
+    kinds           text[]   DEFAULT NULL,
+    claim_if_fenced boolean  DEFAULT false)
+    RETURNS SETOF runq.completed_and_claimed
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_completed boolean;
+    v_none      runq.completed_and_claimed;
+BEGIN
+    IF NOT coalesce(runq._is_classes(complete_and_claim.classes)
+                    AND runq._is_count(complete_and_claim.max_runs)
+                    AND runq._is_duration(complete_and_claim.lease)
+                    AND (complete_and_claim.kinds IS NULL OR runq._is_names(complete_and_claim.kinds)),
+                    false) THEN
+        PERFORM runq._check_classes('classes', complete_and_claim.classes)
+            AND runq._check_count('max_runs', complete_and_claim.max_runs)
+            AND runq._check_duration('lease', complete_and_claim.lease)
+            AND (complete_and_claim.kinds IS NULL
+                 OR runq._check_names('kinds', complete_and_claim.kinds));
+    END IF;
+    -- One of the two NULL: complete raises 22023 naming it.
+    IF complete_and_claim.run_id IS NOT NULL OR complete_and_claim.epoch IS NOT NULL THEN
+        v_completed := runq.complete(complete_and_claim.run_id, complete_and_claim.epoch,
+                                     complete_and_claim.result);
+    END IF;
+    IF v_completed OR v_completed IS NULL OR coalesce(complete_and_claim.claim_if_fenced, false) THEN
+        RETURN QUERY
+            SELECT v_completed, c.*
+              FROM runq.claim(complete_and_claim.classes, complete_and_claim.worker_id,
+                              complete_and_claim.lease, complete_and_claim.max_runs,
+                              complete_and_claim.kinds) AS c;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    -- Nothing claimed: one row all the same, to say what the completion did.
+    v_none.completed := v_completed;
+    RETURN NEXT v_none;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.complete_and_claim(bigint, bigint, jsonb, integer[], text, interval, integer, text[], boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.complete_and_claim(bigint, bigint, jsonb, integer[], text, interval, integer, text[], boolean)
+    TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.complete_and_claim(bigint, bigint, jsonb, integer[], text, interval, integer, text[], boolean) IS
+$c$runq.complete then runq.claim in one call and one transaction: the run run_id, held under epoch, succeeds with result, then up to max_runs runs of classes (and kinds) are claimed with worker_id and lease, as runq.claim claims them. One row per claimed run: completed (what runq.complete answered: true, or false when fenced, with one run.fenced), then runq.claim's columns. A fenced completion claims nothing unless claim_if_fenced. When nothing is claimed, one row: completed, and NULL in every other column. A NULL run_id and epoch complete nothing (completed NULL) and only claim.
+Raises 22023 (the claim's arguments, as runq.claim; run_id or epoch NULL without the other), RQ003 (no such run); then nothing changes.$c$;
 
 COMMIT;

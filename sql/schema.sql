@@ -64,6 +64,8 @@
 --       ledger per tenant and kind.
 --   A run's lease ends with one of:
 --       runq.complete -> succeeded;  runq.fail -> failed (the dead letter);
+--       runq.complete_and_claim completes it and claims the next in one call
+--       and one transaction (nothing claimed when the completion was fenced);
 --       runq.ask_user -> waiting_for_user, until runq.deliver_input (client)
 --       or a submit to its session requeues it;
 --       runq.release -> the lease expiry brought forward, without counting
@@ -111,6 +113,27 @@ CREATE DOMAIN runq.attempt_limit AS integer
 	CONSTRAINT attempt_limit_check CHECK ((VALUE >= 1));
 
 COMMENT ON DOMAIN runq.attempt_limit IS 'max_attempts: how many times a run may execute, at least 1.';
+
+CREATE TYPE runq.completed_and_claimed AS (
+	completed boolean,
+	run_id bigint,
+	epoch bigint,
+	tenant_id text,
+	session_id text,
+	kind text,
+	priority integer,
+	payload jsonb,
+	attempt integer,
+	checkpoint jsonb,
+	inputs jsonb,
+	resumed boolean,
+	lease_expires_at timestamp with time zone,
+	deadline timestamp with time zone,
+	budget jsonb,
+	usage jsonb
+);
+
+COMMENT ON TYPE runq.completed_and_claimed IS 'A row of runq.complete_and_claim: completed (what runq.complete answered; NULL when no run was given), then a row of runq.claim (all NULL when nothing was claimed).';
 
 CREATE TYPE runq.run_shape AS (
 	status text,
@@ -401,7 +424,7 @@ BEGIN
                                       'total', coalesce(u.usage -> b.key, '0'::jsonb))
               FROM jsonb_each(_budget_overrun.budget) WITH ORDINALITY AS b (key, value, n)
               LEFT JOIN runq.run_usage AS u ON u.run_id = _budget_overrun.run_id
-             WHERE coalesce((u.usage -> b.key)::numeric, 0) >= b.value::numeric
+             WHERE runq._is_reached(u.usage -> b.key, b.value)
              ORDER BY b.n
              LIMIT 1);
 END
@@ -964,6 +987,12 @@ CREATE FUNCTION runq._inputs_after(run_id bigint, seq bigint) RETURNS jsonb
 $$;
 
 COMMENT ON FUNCTION runq._inputs_after(run_id bigint, seq bigint) IS 'Internal: the inputs delivered to the run after its checkpoint seq (all if NULL), oldest first, as a JSON array, read with a fresh snapshot.';
+
+CREATE FUNCTION runq._is_reached(total jsonb, budget_limit jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (COALESCE((total)::numeric, (0)::numeric) >= (budget_limit)::numeric);
+
+COMMENT ON FUNCTION runq._is_reached(total jsonb, budget_limit jsonb) IS 'Internal: whether a usage total (NULL: nothing spent) has reached its budget limit.';
 
 CREATE FUNCTION runq._key_lock(scope text, key text) RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -1802,7 +1831,18 @@ BEGIN
            AND r.status = 'running' AND r.lease_epoch = begin_turn.epoch  -- fence
            AND NOT r.cancel_requested
            AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
-           AND (r.budget IS NULL OR runq._budget_overrun(r.run_id, r.budget) IS NULL)  -- the gate
+           -- The gate: no total of the run's usage has reached its budget.
+           -- Written into this statement, planned once a session with it: as
+           -- a call of runq._budget_overrun it cost a turn of a run with a
+           -- budget 5 % in instructions, and this 2 %. Its plan is started
+           -- for a run without a budget too (1.5 %), as is one more statement
+           -- for only the runs with one (7 %: an UPDATE's start opens runs).
+           AND (r.budget IS NULL
+                OR NOT EXISTS (SELECT FROM jsonb_each(r.budget) AS b (key, value)
+                                WHERE runq._is_reached((SELECT u.usage -> b.key
+                                                          FROM runq.run_usage AS u
+                                                         WHERE u.run_id = r.run_id),
+                                                       b.value)))
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -2133,6 +2173,49 @@ $$;
 
 COMMENT ON FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb) IS 'Mark a run this worker holds under epoch succeeded, with an optional result. Returns true, or false when fenced (the run is no longer running under this epoch; nothing changes but one run.fenced event).
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
+
+CREATE FUNCTION runq.complete_and_claim(run_id bigint, epoch bigint, result jsonb, classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, max_runs integer DEFAULT 1, kinds text[] DEFAULT NULL::text[], claim_if_fenced boolean DEFAULT false) RETURNS SETOF runq.completed_and_claimed
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_completed boolean;
+    v_none      runq.completed_and_claimed;
+BEGIN
+    IF NOT coalesce(runq._is_classes(complete_and_claim.classes)
+                    AND runq._is_count(complete_and_claim.max_runs)
+                    AND runq._is_duration(complete_and_claim.lease)
+                    AND (complete_and_claim.kinds IS NULL OR runq._is_names(complete_and_claim.kinds)),
+                    false) THEN
+        PERFORM runq._check_classes('classes', complete_and_claim.classes)
+            AND runq._check_count('max_runs', complete_and_claim.max_runs)
+            AND runq._check_duration('lease', complete_and_claim.lease)
+            AND (complete_and_claim.kinds IS NULL
+                 OR runq._check_names('kinds', complete_and_claim.kinds));
+    END IF;
+    -- One of the two NULL: complete raises 22023 naming it.
+    IF complete_and_claim.run_id IS NOT NULL OR complete_and_claim.epoch IS NOT NULL THEN
+        v_completed := runq.complete(complete_and_claim.run_id, complete_and_claim.epoch,
+                                     complete_and_claim.result);
+    END IF;
+    IF v_completed OR v_completed IS NULL OR coalesce(complete_and_claim.claim_if_fenced, false) THEN
+        RETURN QUERY
+            SELECT v_completed, c.*
+              FROM runq.claim(complete_and_claim.classes, complete_and_claim.worker_id,
+                              complete_and_claim.lease, complete_and_claim.max_runs,
+                              complete_and_claim.kinds) AS c;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    -- Nothing claimed: one row all the same, to say what the completion did.
+    v_none.completed := v_completed;
+    RETURN NEXT v_none;
+END
+$$;
+
+COMMENT ON FUNCTION runq.complete_and_claim(run_id bigint, epoch bigint, result jsonb, classes integer[], worker_id text, lease interval, max_runs integer, kinds text[], claim_if_fenced boolean) IS 'runq.complete then runq.claim in one call and one transaction: the run run_id, held under epoch, succeeds with result, then up to max_runs runs of classes (and kinds) are claimed with worker_id and lease, as runq.claim claims them. One row per claimed run: completed (what runq.complete answered: true, or false when fenced, with one run.fenced), then runq.claim''s columns. A fenced completion claims nothing unless claim_if_fenced. When nothing is claimed, one row: completed, and NULL in every other column. A NULL run_id and epoch complete nothing (completed NULL) and only claim.
+Raises 22023 (the claim''s arguments, as runq.claim; run_id or epoch NULL without the other), RQ003 (no such run); then nothing changes.';
 
 CREATE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]) RETURNS TABLE(run_id bigint, completed boolean)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3297,8 +3380,7 @@ CREATE FUNCTION runq.sweep(max_runs integer DEFAULT 1000) RETURNS TABLE(run_id b
 DECLARE
     v_now      timestamptz := clock_timestamp();
     v_expired  bigint[];
-    v_late     bigint[];  -- past their deadline: running (their lease still live)
-    v_queued   bigint[];  --   queued
+    v_queued   bigint[];  -- past their deadline: queued
     v_waiting  bigint[];  --   waiting_for_user
     v_left     integer;   -- of max_runs
     v_failed   bigint[];  -- failed by a pass below, and
@@ -3311,12 +3393,16 @@ BEGIN
     IF runq._check_count('max_runs', sweep.max_runs) THEN
     END IF;
 
+    -- Running runs whose lease expired or whose deadline passed: both take
+    -- the lease-expiry path, where a cancel flag comes first, then the
+    -- deadline. One walk of the running runs (runs_held_idx), as many as
+    -- the workers hold; least() passes over a NULL deadline.
     SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
       FROM (SELECT r.run_id
               FROM runq.runs AS r
              WHERE r.status = 'running'
-               AND r.lease_expires_at < v_now
-             ORDER BY r.lease_expires_at, r.run_id
+               AND (r.lease_expires_at < v_now OR r.deadline <= v_now)
+             ORDER BY least(r.lease_expires_at, r.deadline), r.run_id
              LIMIT sweep.max_runs
                FOR UPDATE SKIP LOCKED) AS x;
 
@@ -3325,31 +3411,22 @@ BEGIN
                        FROM runq._expire_leases(v_expired, false, v_now) AS e;
     END IF;
 
-    -- Past their deadline, in any status not terminal (the expired leases
-    -- above met the deadline as their second rule). A running one goes the
-    -- same way, through runq._expire_leases: cancel flag first, then the
-    -- deadline; its tool calls resolved. Nothing due: one probe of
+    -- Queued and waiting runs past their deadline. Nothing due: one probe of
     -- runs_deadline_idx.
     v_left := sweep.max_runs - cardinality(v_expired);
     IF v_left > 0 THEN
-        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'running'), '{}'),
-               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
+        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
                coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'waiting_for_user'), '{}')
-          INTO v_late, v_queued, v_waiting
+          INTO v_queued, v_waiting
           FROM (SELECT r.run_id, r.status
                   FROM runq.runs AS r
                  WHERE r.deadline IS NOT NULL
-                   AND r.status IN ('queued', 'running', 'waiting_for_user')
+                   AND r.status IN ('queued', 'waiting_for_user')
                    AND r.deadline <= v_now
                  ORDER BY r.deadline, r.run_id
                  LIMIT v_left
                    FOR UPDATE SKIP LOCKED) AS x;
-        v_left := v_left - cardinality(v_late) - cardinality(v_queued) - cardinality(v_waiting);
-    END IF;
-
-    IF cardinality(v_late) > 0 THEN
-        RETURN QUERY SELECT e.run_id, e.action
-                       FROM runq._expire_leases(v_late, false, v_now) AS e;
+        v_left := v_left - cardinality(v_queued) - cardinality(v_waiting);
     END IF;
 
     IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN
@@ -3958,7 +4035,7 @@ CREATE INDEX runs_claimable_kind_idx ON runq.runs USING btree (priority, kind, r
 
 CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_at) WHERE ((status)::text = 'failed'::text);
 
-CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text])));
+CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'waiting_for_user'::text])));
 
 CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY['running'::text, 'waiting_for_user'::text]));
 
@@ -4076,6 +4153,8 @@ REVOKE ALL ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, a
 
 REVOKE ALL ON FUNCTION runq._inputs_after(run_id bigint, seq bigint) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._is_reached(total jsonb, budget_limit jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._key_lock(scope text, key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._limit_of(scope text, key text) FROM PUBLIC;
@@ -4147,6 +4226,10 @@ GRANT ALL ON FUNCTION runq.claim(classes integer[], worker_id text, lease interv
 REVOKE ALL ON FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb) TO runq_worker;
 GRANT ALL ON FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb) TO runq_admin;
+
+REVOKE ALL ON FUNCTION runq.complete_and_claim(run_id bigint, epoch bigint, result jsonb, classes integer[], worker_id text, lease interval, max_runs integer, kinds text[], claim_if_fenced boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.complete_and_claim(run_id bigint, epoch bigint, result jsonb, classes integer[], worker_id text, lease interval, max_runs integer, kinds text[], claim_if_fenced boolean) TO runq_worker;
+GRANT ALL ON FUNCTION runq.complete_and_claim(run_id bigint, epoch bigint, result jsonb, classes integer[], worker_id text, lease interval, max_runs integer, kinds text[], claim_if_fenced boolean) TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[]) TO runq_worker;

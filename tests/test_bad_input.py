@@ -198,6 +198,16 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
                                   ("epochs", "bigint[]", "ARRAY[%(e)s]::bigint[]", False),
                                   # NULL: a NULL result for each run
                                   ("results", "jsonb[]", "ARRAY['{\"ok\": 1}']::jsonb[]", True)]),
+    # run_id and epoch both NULL: complete nothing, only claim; one of them NULL is refused.
+    ("complete_and_claim", "running", [
+        ("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+        ("result", "jsonb", "'{\"ok\": 1}'", True),                 # result may be NULL
+        ("classes", "integer[]", "ARRAY[%(cls)s]::integer[]", False),
+        ("worker_id", "text", "'w'", True),                           # NULL: anonymous worker
+        ("lease", "interval", "interval '1 hour'", True),             # NULL: settings' lease
+        ("max_runs", "integer", "1", False),
+        ("kinds", "text[]", "ARRAY['k']", True),                      # NULL: any kind
+        ("claim_if_fenced", "boolean", "true", True)]),               # NULL: false
     ("fail", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
                          ("failure", "jsonb", "'{\"code\": \"x\"}'", False)]),
     ("release", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False)]),
@@ -311,7 +321,7 @@ def missing_run_cases() -> list[Case]:
     for fn in WITH_RUN_ID:
         _, args = S[fn]
         for missing in MISSING:
-            text = call(fn, args, run_id=missing, epoch="1", call_id="'c1'")
+            text = call(fn, args, run_id=missing, epoch="1", call_id="'c1'", classes="ARRAY[0]")
             cases.append(rejected(f"{fn}-run-{missing}", text, "", f"run {missing} not found",
                                   state="RQ003"))
     return cases

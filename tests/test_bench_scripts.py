@@ -4,7 +4,9 @@ bench/run.py is not run in CI (it takes minutes and its figures are ratios,
 not pass/fail), so these tests keep its parts from rotting: every pgbench
 script runs against the references and runq without an error, and a cycle of
 each queue does its whole job: a claim and a completion per run, and for the
-floor and runq one event per transition under the claimed epoch. The batched
+floor and runq one event per transition under the claimed epoch (runq's one
+call a cycle too: complete_and_claim; and claimed 10 at a time, completed
+in one call, with the minimal queue batched the same way). The batched
 part's scripts beat only running runs under their epoch, and complete each run
 of their pool once (one found done would return false and cost less). The
 cost part's: record_usage and checkpoint apply to running runs under their
@@ -91,6 +93,35 @@ def test_runq_cycle_claims_and_completes_each_run(bench_url: str, conn: psycopg.
     assert events == [("run.claimed", 2 * CYCLES), ("run.succeeded", 2 * CYCLES)]
 
 
+def test_runq_one_call_cycle_completes_each_run_it_claims(bench_url: str,
+                                                          conn: psycopg.Connection) -> None:
+    load_runs(conn, 2 * CYCLES + 10, priority=10)
+    pgbench(bench_url, "cycle_one_runq.pgbench", CYCLES, clients=2, started=0)
+    # Each client's first call only claims, and its last leaves a run running.
+    assert conn.execute("SELECT status::text, count(*) FROM runq.runs GROUP BY 1 ORDER BY 1").fetchall() \
+        == [("queued", 10), ("running", 2), ("succeeded", 2 * CYCLES - 2)]
+    events = conn.execute("SELECT e.type::text, count(*) FROM runq.run_events AS e"
+                          " JOIN runq.runs AS r ON r.run_id = e.run_id AND r.lease_epoch = e.epoch"
+                          " GROUP BY 1 ORDER BY 1").fetchall()
+    assert events == [("run.claimed", 2 * CYCLES), ("run.succeeded", 2 * CYCLES - 2)]
+
+
+def test_batched_cycles_finish_each_row_they_claim(bench_url: str, conn: psycopg.Connection) -> None:
+    # Two clients, CYCLES cycles of 10 runs each, 25 runs left over.
+    load_queue(conn, "bench_minq", 20 * CYCLES + 25)
+    pgbench(bench_url, "cycle_batch_minq.pgbench", CYCLES, clients=2, batch=10)
+    assert conn.execute("SELECT state, count(*) FROM bench_minq GROUP BY 1 ORDER BY 1").fetchall() \
+        == [(0, 25), (2, 20 * CYCLES)]
+    load_runs(conn, 20 * CYCLES + 25, priority=10)
+    pgbench(bench_url, "cycle_batch_runq.pgbench", CYCLES, clients=2, batch=10)
+    assert conn.execute("SELECT status::text, count(*) FROM runq.runs GROUP BY 1 ORDER BY 1").fetchall() \
+        == [("queued", 25), ("succeeded", 20 * CYCLES)]
+    events = conn.execute("SELECT e.type::text, count(*) FROM runq.run_events AS e"
+                          " JOIN runq.runs AS r ON r.run_id = e.run_id AND r.lease_epoch = e.epoch"
+                          " GROUP BY 1 ORDER BY 1").fetchall()
+    assert events == [("run.claimed", 20 * CYCLES), ("run.succeeded", 20 * CYCLES)]
+
+
 def test_other_scripts_run(bench_url: str, conn: psycopg.Connection) -> None:
     pgbench(bench_url, "ceiling.pgbench", CYCLES)
     load_runs(conn, CYCLES, priority=0)
@@ -103,9 +134,11 @@ def test_other_scripts_run(bench_url: str, conn: psycopg.Connection) -> None:
     pgbench(bench_url, "heartbeat.pgbench", CYCLES, runs=CYCLES)
     pgbench(bench_url, "submit_one.pgbench", 5)
     pgbench(bench_url, "submit_batch.pgbench", 2)
+    pgbench(bench_url, "submit_later.pgbench", 5)
     assert conn.execute("SELECT count(*) FROM runq.runs WHERE status = 'running'"
                         " AND lease_epoch = 1 AND priority = 0 AND kind = 'bench.cycle'").fetchone()[0] == CYCLES
-    assert conn.execute("SELECT count(*) FROM runq.runs WHERE kind = 'bench.submit'").fetchone()[0] == 205
+    assert conn.execute("SELECT count(*), count(scheduled_for) FROM runq.runs"
+                        " WHERE kind = 'bench.submit'").fetchone() == (210, 5)
     # claim_kind.pgbench took every run of its kind and none of the older other kind.
     assert conn.execute("SELECT kind::text, status::text, count(*) FROM runq.runs"
                         " WHERE kind IN ('bench.other', 'bench.mine') GROUP BY 1, 2 ORDER BY 1").fetchall() \

@@ -208,6 +208,29 @@ def test_heartbeat_checkpoint_turn_tools_complete(client: Client) -> None:
     assert events[0].epoch == 0 and events[1].epoch == 1
 
 
+def test_complete_and_claim_one_call_a_cycle(client: Client) -> None:
+    ids = [client.submit("t", "k", priority=3).run_id for _ in range(3)]
+    first = client.complete_and_claim(None, None, None, [3], worker_id="w")
+    assert first.completed is None and [c.run_id for c in first.runs] == ids[:1]
+    budget = client.submit("t", "k", priority=3, budget={"cost_usd": Decimal("0.10")}).run_id
+    got = client.complete_and_claim(ids[0], 1, {"n": 1}, [3], worker_id="w", max_runs=5,
+                                    lease=timedelta(minutes=5))
+    assert got.completed is True and [c.run_id for c in got.runs] == [*ids[1:], budget]
+    assert got.runs[-1].budget == {"cost_usd": Decimal("0.10")}  # exact, as claim gives it
+    assert client.get_run(ids[0]).result == {"n": 1}
+    empty = client.complete_and_claim(ids[1], 1, None, [3])
+    assert empty == runq.CompletedAndClaimed(True, [])
+    assert client.release(ids[2], 1) is True
+    client.submit("t", "k", priority=3)
+    fenced = client.complete_and_claim(ids[2], 1, None, [3])
+    assert fenced == runq.CompletedAndClaimed(False, [])  # fenced: nothing claimed
+    again = client.complete_and_claim(ids[2], 1, None, [3], claim_if_fenced=True)
+    assert again.completed is False and [c.run_id for c in again.runs] == [ids[2]]
+    with pytest.raises(InvalidArgument, match="max_runs"):
+        client.complete_and_claim(budget, 1, None, [3], max_runs=0)
+    assert client.get_run(budget).status == "running"  # the error changed nothing
+
+
 def test_complete_without_result_stores_null(client: Client) -> None:
     run = client.submit("t", "k").run_id
     c = claim_one(client)

@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parent.parent / "python_client" / "src"
 
 CALLS = [
     "submit", "deliver_input", "cancel", "get_run", "run_events",
-    "claim", "heartbeat", "heartbeat_many", "complete", "complete_many", "fail", "release", "ask_user", "checkpoint",
+    "claim", "heartbeat", "heartbeat_many", "complete", "complete_many", "complete_and_claim", "fail", "release", "ask_user", "checkpoint",
     "begin_turn", "begin_tool", "end_tool", "tool_calls",
     "sweep", "redrive", "orphan_report", "queue_stats", "dead_letter", "purge",
     "set_limit", "limits", "pause", "resume", "pauses",

@@ -3,5 +3,5 @@
 \set function 'runq.begin_turn(bigint, bigint)'
 \set callers 'runq_worker runq_admin'
 -- This version fails a run past its deadline and gates on the budget.
-\set body 'runq._budget_overrun('
+\set body 'runq._is_reached('
 \ir lib/function.sql

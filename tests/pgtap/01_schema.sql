@@ -18,7 +18,7 @@ SELECT sequences_are('runq',
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
                                'priority_class', 'counter', 'attempt_limit', 'epoch', 'duration',
                                'json_object', 'failure_record', 'event_type', 'tool_idempotency',
-                               'tool_call_status', 'run_shape', 'consistent_run_shape']);
+                               'tool_call_status', 'run_shape', 'consistent_run_shape', 'completed_and_claimed']);
 -- Each column's own rule is a domain (checked only when the column is
 -- written, from a cached expression), not a table CHECK (rebuilt by every
 -- UPDATE of the row).
@@ -324,7 +324,7 @@ SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, 
      'CREATE INDEX runs_parked_idx ON runq.runs USING btree (priority, tenant_id, ready_at, run_id) WHERE (((status)::text = ''queued''::text) AND parked)'),
     -- The sweep's head of the runs with a deadline that are not yet terminal.
     ('runs_deadline_idx',
-     'CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text])))'),
+     'CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY[''queued''::text, ''waiting_for_user''::text])))'),
     -- The usage ledger by time, for usage_report.
     ('run_events_usage_idx',
      'CREATE INDEX run_events_usage_idx ON runq.run_events USING btree (created_at, run_id) WHERE ((type)::text = ''run.usage''::text)'),

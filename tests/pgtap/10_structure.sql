@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(226);
+SELECT plan(232);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -48,6 +48,13 @@ INSERT INTO contract VALUES
     ('complete_many', ARRAY['bigint[]', 'bigint[]', 'jsonb[]'],
      'run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]',
      'TABLE(run_id bigint, completed boolean)'),
+    -- beyond DESIGN.md: one round trip and one transaction a cycle
+    ('complete_and_claim',
+     ARRAY['bigint', 'bigint', 'jsonb', 'integer[]', 'text', 'interval', 'integer', 'text[]', 'boolean'],
+     'run_id bigint, epoch bigint, result jsonb, classes integer[], worker_id text DEFAULT NULL::text, '
+     'lease interval DEFAULT NULL::interval, max_runs integer DEFAULT 1, kinds text[] DEFAULT NULL::text[], '
+     'claim_if_fenced boolean DEFAULT false',
+     'SETOF runq.completed_and_claimed'),
     ('record_usage', ARRAY['bigint', 'bigint', 'jsonb'], 'run_id bigint, epoch bigint, usage jsonb', 'boolean'),
     ('tool_calls', ARRAY['bigint'], 'run_id bigint',
      'TABLE(call_id text, tool text, idempotency text, status text, epoch bigint, args jsonb, '

@@ -4,7 +4,7 @@
 -- functions, each with a pinned search_path. Tested from the catalog and from
 -- outside, under SET ROLE. Classes 1700..1799.
 BEGIN;
-SELECT plan(374);
+SELECT plan(381);
 
 CREATE TEMP TABLE grants (fn name, argtypes name[], client boolean, worker boolean) ON COMMIT DROP;
 GRANT SELECT ON grants TO PUBLIC;
@@ -20,6 +20,8 @@ INSERT INTO grants VALUES
     ('complete',      ARRAY['bigint', 'bigint', 'jsonb'],              false, true),
     ('heartbeat_many', ARRAY['bigint[]', 'bigint[]'],                  false, true),
     ('complete_many', ARRAY['bigint[]', 'bigint[]', 'jsonb[]'],        false, true),
+    ('complete_and_claim', ARRAY['bigint', 'bigint', 'jsonb', 'integer[]', 'text', 'interval', 'integer',
+                                 'text[]', 'boolean'],                   false, true),
     ('fail',          ARRAY['bigint', 'bigint', 'jsonb'],              false, true),
     ('release',       ARRAY['bigint', 'bigint'],                       false, true),
     ('ask_user',      ARRAY['bigint', 'bigint', 'jsonb'],              false, true),
@@ -41,7 +43,7 @@ INSERT INTO grants VALUES
     ('usage_report',  ARRAY['timestamp with time zone', 'timestamp with time zone'], false, false);
 
 -- ---------------------------------------------------------------------------
--- Functions: the catalog (29 x 4 = 116 tests)
+-- Functions: the catalog (30 x 4 = 120 tests)
 -- ---------------------------------------------------------------------------
 SELECT function_privs_are('runq', fn, argtypes, 'public', ARRAY[]::text[],
                           format('PUBLIC cannot execute runq.%s', fn))
@@ -137,6 +139,8 @@ SELECT throws_ok('SELECT * FROM runq.heartbeat_many(ARRAY[1], ARRAY[1])', '42501
                  'runq_client cannot heartbeat_many');
 SELECT throws_ok('SELECT * FROM runq.complete_many(ARRAY[1], ARRAY[1])', '42501', NULL,
                  'runq_client cannot complete_many');
+SELECT throws_ok('SELECT * FROM runq.complete_and_claim(NULL, NULL, NULL, ARRAY[1700])', '42501', NULL,
+                 'runq_client cannot complete_and_claim');
 SELECT throws_ok('SELECT * FROM runq.sweep()', '42501', NULL, 'runq_client cannot sweep');
 SELECT throws_ok('SELECT runq.redrive(1)', '42501', NULL, 'runq_client cannot redrive');
 SELECT throws_ok('SELECT * FROM runq.queue_stats', '42501', NULL, 'runq_client cannot read queue_stats');
@@ -169,6 +173,13 @@ SELECT lives_ok('SELECT * FROM runq.sweep()', 'runq_worker can sweep');
 SELECT is((SELECT count(*)::int FROM runq.claim(ARRAY[1703])), 1, 'runq_worker claims the client''s second run');
 SELECT is(ARRAY(SELECT completed FROM runq.complete_many(ARRAY[:client_run2::bigint], ARRAY[1::bigint])),
           ARRAY[true], 'runq_worker can complete_many');
+RESET ROLE;
+SET ROLE runq_client;
+SELECT run_id AS client_run3 FROM runq.submit(tenant_id => 'priv', kind => 'k', priority => 1704) \gset
+SET ROLE runq_worker;
+SELECT results_eq(format('SELECT completed, run_id FROM runq.complete_and_claim(NULL, NULL, NULL, ARRAY[1704])'),
+                  format('VALUES (NULL::boolean, %s::bigint)', :client_run3),
+                  'runq_worker can complete_and_claim');
 RESET ROLE;
 
 -- ---------------------------------------------------------------------------
@@ -236,6 +247,8 @@ SELECT throws_ok('SELECT * FROM runq.heartbeat_many(ARRAY[1], ARRAY[1])', '42501
                  'a role without a runq grant cannot heartbeat_many');
 SELECT throws_ok('SELECT * FROM runq.complete_many(ARRAY[1], ARRAY[1])', '42501', NULL,
                  'a role without a runq grant cannot complete_many');
+SELECT throws_ok('SELECT * FROM runq.complete_and_claim(NULL, NULL, NULL, ARRAY[0])', '42501', NULL,
+                 'a role without a runq grant cannot complete_and_claim');
 SELECT throws_ok('SELECT * FROM runq.runs', '42501', NULL, 'a role without a runq grant cannot read runq.runs');
 SELECT throws_ok($$SELECT runq.record_usage(1, 1, '{"tokens": 1}')$$, '42501', NULL,
                  'a role without a runq grant cannot record_usage');

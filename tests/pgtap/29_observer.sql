@@ -22,7 +22,7 @@
 -- of an expired lease. Classes 2900..2999; tenants, kinds, workers and
 -- schedules named ob-*.
 BEGIN;
-SELECT plan(219);
+SELECT plan(220);
 
 \ir helpers/recovery.sql
 
@@ -165,7 +165,7 @@ SELECT is(ARRAY(SELECT m.roleid::regrole::text FROM pg_catalog.pg_auth_members A
 SELECT pg_temp.state() AS state_before \gset
 SET ROLE :"obs";
 
--- Every public function it may not execute, with NULL arguments (26 tests).
+-- Every public function it may not execute, with NULL arguments (27 tests).
 SELECT throws_ok(format('SELECT * FROM runq.%I(%s)', p.proname,
                         (SELECT coalesce(string_agg('NULL::' || pg_catalog.format_type(a.t, NULL), ', ' ORDER BY a.n), '')
                            FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY AS a(t, n))),

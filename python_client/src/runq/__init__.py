@@ -16,6 +16,7 @@ from runq.errors import (
 )
 from runq.types import (
     ClaimedRun,
+    CompletedAndClaimed,
     Event,
     Limit,
     OrphanGroup,
@@ -34,6 +35,7 @@ __all__ = [
     "AsyncClient",
     "ClaimedRun",
     "Client",
+    "CompletedAndClaimed",
     "Event",
     "IdempotencyConflict",
     "InvalidArgument",

@@ -54,7 +54,7 @@ from psycopg import sql
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.pq import Format
-from psycopg.rows import BaseRowFactory, RowMaker, class_row, tuple_row
+from psycopg.rows import BaseRowFactory, RowMaker, class_row, kwargs_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
@@ -180,11 +180,10 @@ class _RawJsonbBinary(Loader):
         return bytes(data)[1:]  # the version byte, then the text
 
 
-def _exact_row(row: type[T], exact: frozenset[str]) -> BaseRowFactory[T]:
-    """class_row(row), on a cursor that loads jsonb raw (_RawJsonb): the
-    columns named in exact are decoded with every number a Decimal, the other
-    jsonb columns as the connection would decode them."""
-    make_row = class_row(row)
+def _exact_row(make_row: BaseRowFactory[T], exact: frozenset[str]) -> BaseRowFactory[T]:
+    """make_row (a class_row), on a cursor that loads jsonb raw (_RawJsonb):
+    the columns named in exact are decoded with every number a Decimal, the
+    other jsonb columns as the connection would decode them."""
 
     def factory(cursor: BaseCursor[Any, Any]) -> RowMaker[T]:
         make = make_row(cursor)
@@ -216,7 +215,14 @@ def _exact_row(row: type[T], exact: frozenset[str]) -> BaseRowFactory[T]:
 def _reader(row: type[T]) -> tuple[BaseRowFactory[T], bool]:
     """The row factory for a row class, and whether it needs jsonb raw."""
     exact = types.exact_fields(row)
-    return (_exact_row(row, exact), True) if exact else (class_row(row), False)
+    return (_exact_row(class_row(row), exact), True) if exact else (class_row(row), False)
+
+
+def _completed_and_claimed(completed: bool | None, **claimed: Any
+                           ) -> tuple[bool | None, types.ClaimedRun | None]:
+    """A row of runq.complete_and_claim: completed, and the claimed run
+    (None in the row that says nothing was claimed)."""
+    return completed, types.ClaimedRun(**claimed) if claimed["run_id"] is not None else None
 
 
 def _select(function: str, required: Mapping[str, Any],
@@ -472,6 +478,37 @@ class _Calls(Generic[Conn, Pool]):
                                                  "epochs": [e for _, e, _ in runs],
                                                  "results": [_jsonb(x) for _, _, x in runs]}),
                       tuple_row, dict)
+
+    @_Call
+    def complete_and_claim(
+        self,
+        run_id: int | None,
+        epoch: int | None,
+        result: Any,
+        classes: Sequence[int],
+        *,
+        worker_id: str | None = None,
+        lease: timedelta | None = None,
+        max_runs: int | None = None,
+        kinds: Sequence[str] | None = None,
+        claim_if_fenced: bool | None = None,
+    ) -> _Query[types.CompletedAndClaimed]:
+        """runq.complete_and_claim: complete the run (None, None: none), then
+        claim as claim does, in one call and one transaction. A fenced
+        completion (completed False) claims nothing unless claim_if_fenced."""
+
+        def decode(rows: list[tuple[bool | None, types.ClaimedRun | None]]
+                   ) -> types.CompletedAndClaimed:
+            return types.CompletedAndClaimed(rows[0][0], [run for _, run in rows if run])
+
+        exact = types.exact_fields(types.ClaimedRun)
+        return _Query(*_select("complete_and_claim",
+                               {"run_id": run_id, "epoch": epoch, "result": _jsonb(result),
+                                "classes": list(classes)},
+                               {"worker_id": worker_id, "lease": lease, "max_runs": max_runs,
+                                "kinds": None if kinds is None else list(kinds),
+                                "claim_if_fenced": claim_if_fenced}),
+                      _exact_row(kwargs_row(_completed_and_claimed), exact), decode, True)
 
     @_Call
     def complete(self, run_id: int, epoch: int, result: Any = None) -> _Query[bool]:

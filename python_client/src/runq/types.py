@@ -86,6 +86,15 @@ class ClaimedRun:
 
 
 @dataclass(frozen=True)
+class CompletedAndClaimed:
+    """runq.complete_and_claim: what the completion answered (True; False
+    when fenced; None when no run was given) and the runs claimed after it."""
+
+    completed: bool | None
+    runs: list[ClaimedRun]
+
+
+@dataclass(frozen=True)
 class Run:
     """runq.get_run (and runq.dead_letter)."""
 
