@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -40,11 +41,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PGBIN = Path(os.environ.get("RUNQ_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DB = "runq_bench"
-PARTS = ("cycle", "latency", "kinds", "heartbeat", "soak", "xmin", "submit", "batch",
+PARTS = ("cycle", "latency", "kinds", "heartbeat", "soak", "xmin", "submit", "notify", "batch",
          "limits", "cost")
 # What part cost gives the runs that have them: limits a cycle never reaches.
 BUDGET = '{"cost_usd": 2.00, "input_tokens": 1000000}'
 TIMEOUT = "1 hour"
+BATCH = 10  # runs a claim takes and a complete_many completes in the batched cycles
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Sizes:
     sweep_runs: int = 100_000  # queued runs behind each sweep of part cost
     clients: tuple[int, ...] = (1, 4, 16)
     batch_clients: tuple[int, ...] = (1, 4)
+    notify_clients: tuple[int, ...] = (4, 16, 64)
 
 
 QUICK = Sizes(seconds=5, reps=3, latency_claims=5000, backlog=200_000, scheduled=20_000,
@@ -178,20 +181,35 @@ class Bench:
 
     # -- measurements -----------------------------------------------------
 
-    def cycle_rate(self, queue: str, clients: int) -> float:
+    def cycle_rate(self, queue: str, clients: int, sync: str = "off") -> float:
+        """Cycles per second (transactions for the ceiling). runq_one: one
+        call of complete_and_claim a cycle, its rate counted in calls (a
+        client's first call only claims). runq_batch and minq_batch: runs per
+        second, claimed BATCH at a time and completed together (two
+        transactions for BATCH runs)."""
         s = self.sizes
         self.reset()
         supply = 40_000 * s.seconds  # more than any client count can use
+        run = partial(self.pgbench, clients=clients, seconds=s.seconds,
+                      settings={"synchronous_commit": sync})
         if queue == "ceiling":
-            return self.pgbench("ceiling.pgbench", clients, seconds=s.seconds)[0]
+            return run("ceiling.pgbench")[0]
         if queue == "minq":
             self.load_minq(supply)
-            return self.pgbench("cycle_minq.pgbench", clients, seconds=s.seconds)[0]
+            return run("cycle_minq.pgbench")[0]
+        if queue == "minq_batch":
+            self.load_minq(supply * BATCH)
+            return run("cycle_batch_minq.pgbench", defines={"batch": str(BATCH)})[0] * BATCH
         if queue == "floor":
             self.load_minq(supply, "bench_floor")
-            return self.pgbench("cycle_floor.pgbench", clients, seconds=s.seconds)[0]
+            return run("cycle_floor.pgbench")[0]
+        if queue == "runq_batch":
+            self.load_runq(supply * BATCH, 10)
+            return run("cycle_batch_runq.pgbench", defines={"batch": str(BATCH)})[0] * BATCH
         self.load_runq(supply, 10)
-        return self.pgbench("cycle_runq.pgbench", clients, seconds=s.seconds)[0]
+        if queue == "runq_one":
+            return run("cycle_one_runq.pgbench", defines={"started": "0"})[0]
+        return run("cycle_runq.pgbench")[0]
 
     def claim_latency(self, backlog: bool) -> tuple[float, float]:
         s = self.sizes
@@ -362,6 +380,24 @@ class Bench:
         batch, _ = self.pgbench("submit_batch.pgbench", 4, seconds=s.seconds)
         return one, batch * 100
 
+    def submit_rate(self, notify: bool, clients: int, sync: str) -> float:
+        """Submits per second, one per transaction: runs ready now, each
+        submit notifying runq, or runs scheduled a day ahead, which do not
+        notify. PostgreSQL takes one lock for the commit of every notifying
+        transaction, so the difference is what NOTIFY costs. Checked after:
+        every run created, and ready or not as asked."""
+        s = self.sizes
+        self.reset()
+        script = "submit_one.pgbench" if notify else "submit_later.pgbench"
+        tps, _ = self.pgbench(script, clients, seconds=s.seconds,
+                              settings={"synchronous_commit": sync})
+        row = self.psql("SELECT count(*), count(*) FILTER (WHERE scheduled_for IS NULL)"
+                        " FROM runq.runs")
+        made, ready = (int(x) for x in row.split("|"))
+        if made < tps * s.seconds / 2 or ready != (made if notify else 0):
+            sys.exit(f"{script}: {made} runs made, {ready} ready now")
+        return tps
+
     def batched(self, call: str, batch: int, clients: int, sync: str) -> float:
         """Runs per second of runq.<call> for `batch` runs per transaction:
         one call of runq.<call>_many, or (batch 1) one call of runq.<call>.
@@ -527,23 +563,46 @@ def main() -> None:
         lines.append(line)
 
     if "cycle" in only:
-        rates: dict[tuple[str, int], list[float]] = {}
+        queues = ("ceiling", "minq", "floor", "runq", "runq_one", "minq_batch", "runq_batch")
+        rates: dict[tuple[str, int, str], list[float]] = {}
         for _ in range(sizes.reps):  # interleaved: each rep measures everything once
-            for clients in sizes.clients:
-                for queue in ("ceiling", "minq", "floor", "runq"):
-                    rates.setdefault((queue, clients), []).append(bench.cycle_rate(queue, clients))
+            for sync in ("on", "off"):
+                for clients in sizes.clients:
+                    for queue in queues:
+                        rates.setdefault((queue, clients, sync), []).append(
+                            bench.cycle_rate(queue, clients, sync))
         say(f"## Claim + complete cycles per second"
-            f" (median of {sizes.reps}, {sizes.seconds} s each)")
+            f" (median of {sizes.reps}, {sizes.seconds} s each; server fsync="
+            f"{bench.psql('SHOW fsync')})")
         say("")
-        say("| clients | ceiling (tx/s) | minimal queue | floor | runq | runq / minimal"
-            " | floor / minimal | runq / floor | runq / ceiling |")
-        say("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for clients in sizes.clients:
-            c, m, f, r = (statistics.median(rates[(q, clients)])
-                          for q in ("ceiling", "minq", "floor", "runq"))
-            say(f"| {clients} | {c:,.0f} | {m:,.0f} | {f:,.0f} | {r:,.0f} | **{r / m:.2f}**"
-                f" | {f / m:.2f}"
-                f" | {r / f:.2f} | {r / c:.2f} |")
+        say("runq: claim, then complete, two transactions; runq one call: complete_and_claim,"
+            " one call and one transaction a cycle.")
+        say("")
+        say("| synchronous_commit | clients | ceiling (tx/s) | minimal queue | floor | runq"
+            " | runq one call | runq / minimal | one call / minimal | floor / minimal"
+            " | runq / floor |")
+        say("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for sync in ("on", "off"):
+            for clients in sizes.clients:
+                c, m, f, r, o = (statistics.median(rates[(q, clients, sync)]) for q in queues[:5])
+                say(f"| {sync} | {clients} | {c:,.0f} | {m:,.0f} | {f:,.0f} | {r:,.0f} | {o:,.0f}"
+                    f" | **{r / m:.2f}** | **{o / m:.2f}** | {f / m:.2f} | {r / f:.2f} |")
+        say("")
+        say(f"### In batches of {BATCH} (runs per second)")
+        say("")
+        say(f"A claim of {BATCH} runs, then one call completing them (runq: claim with max_runs,"
+            " then complete_many; the minimal queue: one UPDATE of each).")
+        say("")
+        say("| synchronous_commit | clients | minimal queue, one a cycle | minimal queue batched"
+            " | runq batched | runq batched / minimal one a cycle"
+            " | runq batched / minimal batched |")
+        say("|---|---:|---:|---:|---:|---:|---:|")
+        for sync in ("on", "off"):
+            for clients in sizes.clients:
+                m, mb, rb = (statistics.median(rates[(q, clients, sync)])
+                             for q in ("minq", "minq_batch", "runq_batch"))
+                say(f"| {sync} | {clients} | {m:,.0f} | {mb:,.0f} | {rb:,.0f}"
+                    f" | **{rb / m:.2f}** | **{rb / mb:.2f}** |")
         say("")
 
     def latency(title: str, measure: Callable[[bool], tuple[float, float]],
@@ -606,6 +665,29 @@ def main() -> None:
         say("## Submit (4 clients)")
         say("")
         say(f"{one:,.0f} runs/s one per transaction; {batch:,.0f} runs/s in transactions of 100")
+        say("")
+
+    if "notify" in only:
+        notify_rates: dict[tuple[int, str, bool], list[float]] = {}
+        for rep in range(sizes.reps):
+            for sync in ("on", "off"):
+                for clients in sizes.notify_clients:
+                    for notify in ((True, False) if rep % 2 == 0 else (False, True)):
+                        notify_rates.setdefault((clients, sync, notify), []).append(
+                            bench.submit_rate(notify, clients, sync))
+        say(f"## Submit and NOTIFY (submits/s, one per transaction, median of {sizes.reps},"
+            f" {sizes.seconds} s each; server fsync={bench.psql('SHOW fsync')})")
+        say("")
+        say("A run ready now notifies runq; one scheduled a day ahead does not.")
+        say("")
+        say("| synchronous_commit | clients | ready now (NOTIFY) | scheduled (none)"
+            " | with / without |")
+        say("|---|---:|---:|---:|---:|")
+        for sync in ("on", "off"):
+            for clients in sizes.notify_clients:
+                on, off = (statistics.median(notify_rates[(clients, sync, n)])
+                           for n in (True, False))
+                say(f"| {sync} | {clients} | {on:,.0f} | {off:,.0f} | **{on / off:.2f}** |")
         say("")
 
     if "batch" in only:
