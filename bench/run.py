@@ -61,6 +61,8 @@ class Sizes:
     hold_seconds: int     # how long the held snapshot lasts
     completes: int        # runs completed per measurement of completes
     sweep_runs: int = 100_000  # queued runs behind each sweep of part cost
+    pairs: int = 15  # part cost: cycles without and with limits, measured in turn
+    pair_seconds: int = 2
     clients: tuple[int, ...] = (1, 4, 16)
     batch_clients: tuple[int, ...] = (1, 4)
     notify_clients: tuple[int, ...] = (4, 16, 64)
@@ -447,13 +449,17 @@ class Bench:
 
     # -- the cost ledger and deadlines ---------------------------------------
 
-    def ledger_write(self, call: str, clients: int, sync: str) -> float:
-        """Calls per second of runq.<call> (record_usage or checkpoint), one
+    def paired_ledger_rates(self, clients: int, sync: str,
+                            pairs: int) -> tuple[list[float], list[float]]:
+        """Calls per second of runq.checkpoint and of runq.record_usage, one
         per transaction, each on a random run of the client's own share of
         10,000 running runs (claimed once, epoch 1), as a worker writes only
-        to its own runs. Both scripts send the same document. Checked after:
-        every call applied (no run.fenced, nothing but the call's event), and
-        for record_usage the totals count exactly the calls logged."""
+        to its own runs; measured in turn, pairs times each, on one load of
+        the runs (as paired_cycle_rates, for the same reason). Both scripts
+        send the same document. Checked after: every call applied (no
+        run.fenced, nothing but the calls' events), and the usage totals
+        count exactly the run.usage events logged. Returns (checkpoint,
+        record_usage), pair by pair."""
         s = self.sizes
         self.reset()
         runs = 10_000
@@ -461,46 +467,64 @@ class Bench:
         self.psql(f"SELECT count(*) FROM runq.claim(ARRAY[10], 'bench', interval '1 hour', {runs})")
         self.psql("VACUUM ANALYZE runq.runs, runq.run_events, runq.checkpoints")
         self.psql("CHECKPOINT")  # the setup's dirty pages written now, not while measured
-        script = f"{call}_one.pgbench"
-        tps, _ = self.pgbench(script, clients, seconds=s.seconds,
-                              defines={"runs": str(runs), "clients": str(clients)},
-                              settings={"synchronous_commit": sync})
-        event = "run.usage" if call == "record_usage" else "run.checkpointed"
+        rates: dict[str, list[float]] = {"checkpoint": [], "record_usage": []}
+        for pair in range(pairs):
+            for call in (("checkpoint", "record_usage") if pair % 2 == 0
+                         else ("record_usage", "checkpoint")):
+                tps, _ = self.pgbench(f"{call}_one.pgbench", clients, seconds=s.pair_seconds,
+                                      defines={"runs": str(runs), "clients": str(clients)},
+                                      settings={"synchronous_commit": sync})
+                rates[call].append(tps)
         row = self.psql(
             "SELECT (SELECT count(*) FROM runq.runs WHERE status = 'running'),"
-            f" (SELECT count(*) FROM runq.run_events WHERE type = '{event}'),"
-            f" (SELECT count(*) FROM runq.run_events WHERE type NOT IN ('run.claimed', '{event}')),"
+            " (SELECT count(*) FROM runq.run_events WHERE type = 'run.checkpointed'),"
+            " (SELECT count(*) FROM runq.run_events WHERE type = 'run.usage'),"
+            " (SELECT count(*) FROM runq.run_events WHERE type NOT IN"
+            "  ('run.claimed', 'run.checkpointed', 'run.usage')),"
             " (SELECT coalesce(sum((usage ->> 'calls')::bigint), 0) FROM runq.run_usage)")
-        running, logged, others, counted = (int(x) for x in row.split("|"))
-        if running != runs or others or logged < tps * s.seconds / 2 \
-                or (call == "record_usage" and counted != logged):
-            sys.exit(f"{script}: {running} of {runs} runs running, {logged} {event},"
-                     f" {others} other events, usage counts {counted} calls")
-        return tps
+        running, checkpoints, usages, others, counted = (int(x) for x in row.split("|"))
+        if running != runs or others or counted != usages \
+                or min(checkpoints, usages) < min(map(sum, rates.values())) * s.pair_seconds / 2:
+            sys.exit(f"ledger writes: {running} of {runs} runs running,"
+                     f" {checkpoints} run.checkpointed, {usages} run.usage, {others} other"
+                     f" events, usage counts {counted} calls")
+        return rates["checkpoint"], rates["record_usage"]
 
-    def limited_cycle_rate(self, limited: bool, clients: int, sync: str,
-                           script: str = "cycle_runq.pgbench") -> float:
-        """Cycles of runs each submitted with a budget and a timeout (limited)
-        or with neither, loaded as load_runq loads them. Neither limit is ever
-        reached: every run succeeds, no begin_turn gate or deadline stops one."""
+    def paired_cycle_rates(self, clients: int, sync: str, script: str,
+                           pairs: int) -> tuple[list[float], list[float]]:
+        """Cycles per second of runs without a budget or a timeout (class 10)
+        and of runs each submitted with both (class 11; never reached, so
+        every run succeeds), measured in turn, pairs times each, in one
+        database loaded once with both: the pairs are seconds apart on the
+        same table, indexes and WAL, where loading each measurement's own
+        runs spread them over minutes, and the disk's flush times moved the
+        rates by ±20 % in between. Which goes first alternates. Returns
+        (without, with), pair by pair."""
         s = self.sizes
         self.reset()
-        if limited:
-            self.load_runq(40_000 * s.seconds, 10, budget=BUDGET, timeout=TIMEOUT)
-        else:
-            self.load_runq(40_000 * s.seconds, 10)
+        supply = 6_000 * s.pair_seconds * pairs  # more than a class's cycles can use
+        self.load_runq(supply, 10)
+        self.load_runq(supply, 11, budget=BUDGET, timeout=TIMEOUT)
         self.psql("VACUUM ANALYZE runq.runs")
         self.psql("CHECKPOINT")
-        tps, _ = self.pgbench(script, clients, seconds=s.seconds,
-                              settings={"synchronous_commit": sync})
+        rates: dict[int, list[float]] = {10: [], 11: []}
+        for pair in range(pairs):
+            for cls in ((10, 11) if pair % 2 == 0 else (11, 10)):
+                tps, _ = self.pgbench(script, clients, seconds=s.pair_seconds,
+                                      defines={"class": str(cls)},
+                                      settings={"synchronous_commit": sync})
+                rates[cls].append(tps)
         row = self.psql("SELECT count(*) FILTER (WHERE status = 'succeeded'),"
-                        " count(*) FILTER (WHERE status NOT IN ('succeeded', 'queued'))"
+                        " count(*) FILTER (WHERE status NOT IN ('succeeded', 'queued')),"
+                        " count(*) FILTER (WHERE status = 'queued' AND priority = 10),"
+                        " count(*) FILTER (WHERE status = 'queued' AND priority = 11)"
                         " FROM runq.runs")
-        done, others = (int(x) for x in row.split("|"))
-        if others or done < tps * s.seconds / 2:
-            sys.exit(f"{script} ({'limited' if limited else 'plain'}): {done} runs succeeded,"
-                     f" {others} neither succeeded nor queued")
-        return tps
+        done, others, left10, left11 = (int(x) for x in row.split("|"))
+        if others or not left10 or not left11 \
+                or done < sum(map(sum, rates.values())) * s.pair_seconds / 2:
+            sys.exit(f"{script}: {done} runs succeeded, {others} neither succeeded nor queued,"
+                     f" {left10} / {left11} left queued")
+        return rates[10], rates[11]
 
     def sweep_rate(self, deadlines: bool) -> float:
         """Sweeps per second (1 client) over s.sweep_runs queued runs, each
@@ -538,10 +562,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, help="per throughput measurement")
     ap.add_argument("--reps", type=int, help="interleaved repetitions")
     ap.add_argument("--sweep-runs", type=int, help="queued runs behind each sweep (part cost)")
+    ap.add_argument("--pairs", type=int, help="pairs of cycle measurements (part cost)")
     opts = ap.parse_args()
     sizes = FULL if opts.full else QUICK
     overrides = (("backlog", opts.backlog), ("hold_seconds", opts.hold_seconds),
-                 ("seconds", opts.seconds), ("reps", opts.reps), ("sweep_runs", opts.sweep_runs))
+                 ("seconds", opts.seconds), ("reps", opts.reps), ("sweep_runs", opts.sweep_runs),
+                 ("pairs", opts.pairs))
     sizes = dataclasses.replace(sizes, **{k: v for k, v in overrides if v is not None})
     only = set(opts.only.split(",")) if opts.only else set(PARTS)
 
@@ -769,32 +795,34 @@ def main() -> None:
 def cost(bench: Bench, sizes: Sizes, say: Callable[[str], None]) -> None:
     """Part cost: what the cost ledger and deadlines cost, each beside the
     same work without them, measured interleaved in this one run; in each
-    repetition the pairs alternate which goes first (the second of a pair
-    runs into the WAL the first left)."""
+    repetition (or pair, for cycles) the two alternate which goes first (the
+    second of a pair runs into the WAL the first left)."""
     syncs = ("on", "off")
     writes = [(clients, sync) for clients in sizes.batch_clients for sync in syncs]
-    cycles = [(script, clients, sync) for clients in sizes.clients
-              for script, sync in (("cycle_runq.pgbench", "on"), ("cycle_runq.pgbench", "off"),
-                                   ("cycle_turn_runq.pgbench", "off"))]
-    write_rates: dict[tuple[int, str, str], list[float]] = {}
-    cycle_rates: dict[tuple[str, int, str, bool], list[float]] = {}
+    cycles = [(script, clients, sync) for script in ("cycle_class_runq.pgbench",
+                                                     "cycle_turn_runq.pgbench")
+              for clients in sizes.clients for sync in syncs]
+    write_rates = {(clients, sync): bench.paired_ledger_rates(clients, sync, sizes.pairs)
+                   for clients, sync in writes}
+    cycle_rates = {(script, clients, sync): bench.paired_cycle_rates(clients, sync, script,
+                                                                     sizes.pairs)
+                   for script, clients, sync in cycles}
     sweep_rates: dict[bool, list[float]] = {}
     for rep in range(sizes.reps):
         first_second: tuple[bool, bool] = (False, True) if rep % 2 == 0 else (True, False)
-        for clients, sync in writes:
-            for call in (("checkpoint", "record_usage") if rep % 2 == 0
-                         else ("record_usage", "checkpoint")):
-                write_rates.setdefault((clients, sync, call), []).append(
-                    bench.ledger_write(call, clients, sync))
-        for script, clients, sync in cycles:
-            for limited in first_second:
-                cycle_rates.setdefault((script, clients, sync, limited), []).append(
-                    bench.limited_cycle_rate(limited, clients, sync, script))
         for deadlines in first_second:
             sweep_rates.setdefault(deadlines, []).append(bench.sweep_rate(deadlines))
 
+    def paired(first: list[float], second: list[float]) -> str:
+        """Table cells: each side's median rate, then second / first pair by
+        pair: the median in bold (the figure), and the lowest and highest."""
+        ratios = sorted(b / a for a, b in zip(first, second, strict=True))
+        return (f"{statistics.median(first):,.0f} | {statistics.median(second):,.0f}"
+                f" | **{statistics.median(ratios):.2f}** | {ratios[0]:.2f} to {ratios[-1]:.2f}")
+
     fsync = bench.psql("SHOW fsync")
-    say(f"## Cost ledger and deadlines (median of {sizes.reps}, {sizes.seconds} s each;"
+    say(f"## Cost ledger and deadlines ({sizes.pairs} pairs of {sizes.pair_seconds} s measured"
+        f" in turn, the sweep median of {sizes.reps}, {sizes.seconds} s each;"
         f" server fsync={fsync})")
     say("")
     if fsync == "off":
@@ -802,31 +830,28 @@ def cost(bench: Bench, sizes: Sizes, say: Callable[[str], None]) -> None:
             " synchronous_commit on costs a call far less here than on a durable server"
             " (RUNQ_DATABASE_URL).")
         say("")
+    say("Each ratio is the median of the pairs' ratios (the lowest and highest beside it).")
+    say("")
     say("record_usage beside checkpoint, one call per transaction, each on a random run of the"
         " client's own share of 10,000 running runs, the same document in both:")
     say("")
     say("| clients | synchronous_commit | checkpoint (calls/s) | record_usage | record_usage /"
-        " checkpoint |")
-    say("|---:|---|---:|---:|---:|")
+        " checkpoint | range |")
+    say("|---:|---|---:|---:|---:|---|")
     for clients, sync in writes:
-        ck, ru = (statistics.median(write_rates[(clients, sync, call)])
-                  for call in ("checkpoint", "record_usage"))
-        say(f"| {clients} | {sync} | {ck:,.0f} ({clients * 1e6 / ck:.0f} µs) |"
-            f" {ru:,.0f} ({clients * 1e6 / ru:.0f} µs) | **{ru / ck:.2f}** |")
+        say(f"| {clients} | {sync} | {paired(*write_rates[(clients, sync)])} |")
     say("")
     say(f"Cycles of runs each submitted with budget {BUDGET} and timeout {TIMEOUT} (never"
-        " reached) beside runs with neither; a cycle is claim + complete, a turn cycle claim +"
-        " begin_turn (the budget gate) + complete, each its own transaction:")
+        " reached) beside runs with neither, both in one table; a cycle is claim + complete, a"
+        " turn cycle claim + begin_turn (the budget gate) + complete, each its own"
+        " transaction:")
     say("")
     say("| cycle | clients | synchronous_commit | without (cycles/s) | with budget and timeout"
-        " | with / without |")
-    say("|---|---:|---|---:|---:|---:|")
+        " | with / without | range |")
+    say("|---|---:|---|---:|---:|---:|---|")
     for script, clients, sync in cycles:
-        plain, with_limits = (statistics.median(cycle_rates[(script, clients, sync, lim)])
-                              for lim in (False, True))
         name = "claim + begin_turn + complete" if "turn" in script else "claim + complete"
-        say(f"| {name} | {clients} | {sync} | {plain:,.0f} | {with_limits:,.0f}"
-            f" | **{with_limits / plain:.2f}** |")
+        say(f"| {name} | {clients} | {sync} | {paired(*cycle_rates[(script, clients, sync)])} |")
     say("")
     plain, timed = (statistics.median(sweep_rates[d]) for d in (False, True))
     say(f"runq.sweep() with nothing to do, 1 client, over {sizes.sweep_runs:,} queued runs (a"

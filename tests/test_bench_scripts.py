@@ -208,18 +208,21 @@ def test_ledger_writes_apply_to_each_clients_own_runs(bench_url: str, conn: psyc
 
 
 @pytest.mark.parametrize("script, types", [
-    ("cycle_runq.pgbench", [("run.claimed", 2 * CYCLES), ("run.succeeded", 2 * CYCLES)]),
+    ("cycle_class_runq.pgbench", [("run.claimed", 2 * CYCLES), ("run.succeeded", 2 * CYCLES)]),
     ("cycle_turn_runq.pgbench", [("run.claimed", 2 * CYCLES), ("run.succeeded", 2 * CYCLES),
                                  ("run.turn_started", 2 * CYCLES)]),
 ])
 def test_cycles_of_runs_with_a_budget_and_a_timeout_complete_each_run(
         bench_url: str, conn: psycopg.Connection, script: str, types: list[tuple[str, int]]) -> None:
     # Part cost's limits are never reached: no gate and no deadline stops a run.
-    load_runs(conn, 2 * CYCLES + 10, priority=10, budget='{"cost_usd": 2.00, "input_tokens": 1000000}',
+    # The runs of the class named (11) only: the other class's stay queued.
+    load_runs(conn, 2 * CYCLES + 10, priority=11, budget='{"cost_usd": 2.00, "input_tokens": 1000000}',
               timeout="1 hour")
-    pgbench(bench_url, script, CYCLES, clients=2)
-    assert conn.execute("SELECT status::text, count(*) FROM runq.runs GROUP BY 1 ORDER BY 1").fetchall() \
-        == [("queued", 10), ("succeeded", 2 * CYCLES)]
+    load_runs(conn, 5, priority=10)
+    pgbench(bench_url, script, CYCLES, clients=2, **{"class": 11})
+    assert conn.execute("SELECT priority, status::text, count(*) FROM runq.runs GROUP BY 1, 2"
+                        " ORDER BY 1, 2").fetchall() \
+        == [(10, "queued", 5), (11, "queued", 10), (11, "succeeded", 2 * CYCLES)]
     assert conn.execute("SELECT e.type::text, count(*) FROM runq.run_events AS e"
                         " JOIN runq.runs AS r ON r.run_id = e.run_id AND r.lease_epoch = e.epoch"
                         " GROUP BY 1 ORDER BY 1").fetchall() == types
