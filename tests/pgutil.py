@@ -9,6 +9,8 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,3 +158,16 @@ class Bouncer:
 
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def guard_thread(body: Callable[[], None], errors: list[BaseException],
+                 stop: threading.Event) -> Callable[[], None]:
+    """body, to run in a thread: what it raises is kept in errors for the
+    main thread to report, and stop is set so that the other threads end."""
+    def run() -> None:
+        try:
+            body()
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+            stop.set()
+    return run

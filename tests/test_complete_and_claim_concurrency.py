@@ -21,8 +21,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 
 import psycopg
+from pgutil import guard_thread
 from psycopg.types.json import Jsonb
 
 TENANTS = [f"t{i}" for i in range(4)]
@@ -52,14 +54,7 @@ def test_one_call_a_cycle_keeps_fencing_limits_and_once(connect: Callable[[], ps
     applied: dict[int, tuple[str, int]] = {}  # run -> (worker, epoch) whose completion answered true
     fenced: set[tuple[int, int]] = set()  # (run, epoch) whose completion answered false
 
-    def guarded(body: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                body()
-            except BaseException as e:  # noqa: BLE001 - reported by the main thread
-                errors.append(e)
-                stop.set()
-        return run
+    guarded = partial(guard_thread, errors=errors, stop=stop)
 
     def worker(seed: int) -> None:
         rng = random.Random(seed)

@@ -23,8 +23,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 
 import psycopg
+from pgutil import guard_thread
 from psycopg.types.json import Jsonb
 from runq.pool import RunContext, Slot, WorkerPool
 
@@ -73,14 +75,7 @@ def test_limits_never_exceeded_and_every_run_ends_once(connect: Callable[[], psy
         assert per_tenant <= TENANT_LIMIT, f"a tenant has {per_tenant} runs running"
         assert k1 <= KIND_LIMIT, f"kind k1 has {k1} runs running"
 
-    def guarded(body: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                body()
-            except BaseException as e:  # noqa: BLE001 - reported by the main thread
-                errors.append(e)
-                stop.set()
-        return run
+    guarded = partial(guard_thread, errors=errors, stop=stop)
 
     def worker(seed: int) -> None:
         rng = random.Random(seed)
