@@ -396,21 +396,26 @@ class Bench:
         batch, _ = self.pgbench("submit_batch.pgbench", 4, seconds=s.seconds)
         return one, batch * 100
 
-    def submit_rate(self, notify: bool, clients: int, sync: str) -> float:
-        """Submits per second, one per transaction: runs ready now, each
-        submit notifying runq, or runs scheduled a day ahead, which do not
-        notify. PostgreSQL takes one lock for the commit of every notifying
-        transaction, so the difference is what NOTIFY costs. Checked after:
-        every run created, and ready or not as asked."""
+    def submit_rate(self, case: str, clients: int, sync: str) -> float:
+        """Submits per second, one per transaction. case idle: runs ready
+        now while a worker is idle (a claim came back short just before:
+        runq.idle_mark), so each submit notifies runq; busy: runs ready now
+        with no worker idle, which do not notify; later: runs scheduled a day
+        ahead, which never notify. PostgreSQL takes one lock for the commit
+        of every notifying transaction, so idle against later is what NOTIFY
+        costs. Checked after: every run created, and ready or not as asked."""
         s = self.sizes
         self.reset()
-        script = "submit_one.pgbench" if notify else "submit_later.pgbench"
+        self.psql("SELECT setval('runq.idle_mark', 1)")
+        if case == "idle":
+            self.psql("SELECT count(*) FROM runq.claim(ARRAY[32767])")  # short: idle for a minute
+        script = "submit_later.pgbench" if case == "later" else "submit_one.pgbench"
         tps, _ = self.pgbench(script, clients, seconds=s.seconds,
                               settings={"synchronous_commit": sync})
         row = self.psql("SELECT count(*), count(*) FILTER (WHERE scheduled_for IS NULL)"
                         " FROM runq.runs")
         made, ready = (int(x) for x in row.split("|"))
-        if made < tps * s.seconds / 2 or ready != (made if notify else 0):
+        if made < tps * s.seconds / 2 or ready != (0 if case == "later" else made):
             sys.exit(f"{script}: {made} runs made, {ready} ready now")
         return tps
 
@@ -708,26 +713,29 @@ def main() -> None:
         say("")
 
     if "notify" in only:
-        notify_rates: dict[tuple[int, str, bool], list[float]] = {}
+        notify_cases = ("idle", "busy", "later")
+        notify_rates: dict[tuple[int, str, str], list[float]] = {}
         for rep in range(sizes.reps):
             for sync in ("on", "off"):
                 for clients in sizes.notify_clients:
-                    for notify in ((True, False) if rep % 2 == 0 else (False, True)):
-                        notify_rates.setdefault((clients, sync, notify), []).append(
-                            bench.submit_rate(notify, clients, sync))
+                    for case in (notify_cases if rep % 2 == 0 else notify_cases[::-1]):
+                        notify_rates.setdefault((clients, sync, case), []).append(
+                            bench.submit_rate(case, clients, sync))
         say(f"## Submit and NOTIFY (submits/s, one per transaction, median of {sizes.reps},"
             f" {sizes.seconds} s each; server fsync={bench.psql('SHOW fsync')})")
         say("")
-        say("A run ready now notifies runq; one scheduled a day ahead does not.")
+        say("A run ready now notifies runq while a worker is idle (a claim came back short in"
+            " the last minute), and not otherwise; one scheduled a day ahead never does.")
         say("")
-        say("| synchronous_commit | clients | ready now (NOTIFY) | scheduled (none)"
-            " | with / without |")
-        say("|---|---:|---:|---:|---:|")
+        say("| synchronous_commit | clients | ready, a worker idle (NOTIFY) | ready, none idle"
+            " | scheduled | idle / scheduled | none idle / scheduled |")
+        say("|---|---:|---:|---:|---:|---:|---:|")
         for sync in ("on", "off"):
             for clients in sizes.notify_clients:
-                on, off = (statistics.median(notify_rates[(clients, sync, n)])
-                           for n in (True, False))
-                say(f"| {sync} | {clients} | {on:,.0f} | {off:,.0f} | **{on / off:.2f}** |")
+                idle, busy, later = (statistics.median(notify_rates[(clients, sync, c)])
+                                     for c in notify_cases)
+                say(f"| {sync} | {clients} | {idle:,.0f} | {busy:,.0f} | {later:,.0f}"
+                    f" | {idle / later:.2f} | **{busy / later:.2f}** |")
         say("")
 
     if "batch" in only:

@@ -14,6 +14,7 @@
 -- requires: column_runs_budget
 -- requires: function__usage_totals
 -- requires: columns_runs_deadline
+-- requires: wake_idle
 
 BEGIN;
 
@@ -78,6 +79,7 @@ DECLARE
     v_wanted  integer := claim.max_runs;
     v_got     bigint;
     v_tried   boolean := false;
+    v_idle    boolean := false;
 BEGIN
     -- The rules, as the inlined predicates of deploy/argument_checks; when one
     -- fails, the checks raise 22023 naming the argument and its value. Only
@@ -223,13 +225,25 @@ BEGIN
     END IF;
     GET DIAGNOSTICS v_got = ROW_COUNT;
     v_wanted := v_wanted - v_got::integer;
-    -- Fewer runs than asked for, and some parked in these classes: a tenant
-    -- below its limit may have its slots held by admitted runs this claim
-    -- does not take (another class or kind); runq._swap_in parks those and
-    -- admits these, and the claim looks once more. A full claim never asks.
-    -- Two EXITs: an expression with a subquery is run as a query, where a
-    -- plain one is evaluated in place; a full claim pays only the first.
-    EXIT WHEN v_wanted = 0 OR v_tried;
+    -- A full claim pays this one plain test and leaves.
+    EXIT WHEN v_wanted = 0;
+    -- Fewer runs than asked for: this worker may now wait for NOTIFY runq.
+    -- Marked idle, so that the runs submitted from now on notify
+    -- (runq._wake_idle); runq._mark_idle also waits for every transaction
+    -- that found no worker idle and is committing, and the claim looks once
+    -- more, with a new clock: a run no wake-up announces is seen here.
+    IF NOT v_idle THEN
+        v_idle := true;
+        PERFORM runq._mark_idle();
+        v_now := clock_timestamp();
+        CONTINUE;
+    END IF;
+    -- Still short, and some parked in these classes: a tenant below its
+    -- limit may have its slots held by admitted runs this claim does not
+    -- take (another class or kind); runq._swap_in parks those and admits
+    -- these, and the claim looks once more. Two EXITs: an expression with a
+    -- subquery is run as a query, where a plain one is evaluated in place.
+    EXIT WHEN v_tried;
     EXIT WHEN NOT EXISTS (SELECT FROM runq.runs AS r
                            WHERE r.status = 'queued' AND r.parked
                              AND r.priority = ANY (claim.classes));
@@ -243,7 +257,7 @@ REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) FR
 GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) IS
-$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. deadline, budget and usage are the run's (usage: the totals every attempt recorded, {} when none). lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. deadline, budget and usage are the run's (usage: the totals every attempt recorded, {} when none). lease defaults to runq.settings.lease. Zero rows when nothing is ready. A claim that returns fewer than max_runs marks the workers idle for a minute: a run submitted ready now (or created by runq.tick) in that minute sends NOTIFY runq when its transaction commits, and none does otherwise (claim again within the minute to stay woken).
 Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).$c$;
 
 COMMIT;

@@ -11,6 +11,7 @@
 -- requires: argument_check_usage
 -- requires: column_runs_budget
 -- requires: columns_runs_deadline
+-- requires: trigger_runs_wake
 
 BEGIN;
 
@@ -195,9 +196,6 @@ BEGIN
                 HINT = 'Wait for it to finish, or cancel it.';
         END IF;
         outcome := 'created';
-        IF submit.scheduled_for IS NULL OR submit.scheduled_for <= v_now THEN
-            PERFORM pg_notify('runq', '');
-        END IF;
     END IF;
 
     IF submit.idempotency_key IS NOT NULL THEN

@@ -12,6 +12,7 @@
 -- requires: argument_checks
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: trigger_runs_wake
 
 BEGIN;
 
@@ -31,8 +32,8 @@ SET LOCAL statement_timeout = '10s';
 --     run_id that run;
 --   * else a run, inserted as runq.submit inserts one (the same columns,
 --     run.created at epoch 0, the admission trigger parks it under a limit or
---     pause, NOTIFY runq), with schedule set and payload || {"slot": the slot
---     in ISO 8601 UTC}: 'created'.
+--     pause, the trigger runs_wake wakes an idle worker), with schedule set
+--     and payload || {"slot": the slot in ISO 8601 UTC}: 'created'.
 -- The guard is runs_schedule_active_key, not the look: the insert is ON
 -- CONFLICT on it DO NOTHING, so a live run the look could not see (one a
 -- concurrent redrive committed meanwhile) also ends as skipped_overlap,
@@ -68,7 +69,6 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_now      timestamptz := clock_timestamp();
-    v_created  boolean := false;
     v_names    text[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
@@ -175,9 +175,7 @@ BEGIN
          WHERE o.n = 1 OR h.newest > h.next_slot
          ORDER BY h.next_slot, h.name, o.n
     LOOP
-        IF outcome = 'created' THEN
-            v_created := true;
-        ELSIF outcome = 'skipped_overlap' AND run_id IS NULL THEN
+        IF outcome = 'skipped_overlap' AND run_id IS NULL THEN
             -- The insert met a run committed after this statement began.
             SELECT r.run_id INTO run_id
               FROM runq.runs AS r
@@ -186,10 +184,6 @@ BEGIN
         END IF;
         RETURN NEXT;
     END LOOP;
-
-    IF v_created THEN
-        PERFORM pg_notify('runq', '');
-    END IF;
 END
 $$;
 

@@ -6326,6 +6326,137 @@ COMMENT ON TABLE runq.pause_settings IS
 
 COMMIT;
 
+-- ==== deploy/wake_idle.sql ====
+
+-- Deploy runq:wake_idle to pg
+-- requires: schema_runq
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- A new run's NOTIFY runq only while a worker may be idle. PostgreSQL
+-- commits the transactions that notify one at a time, each through its WAL
+-- flush: with synchronous_commit on, a NOTIFY in every submit cost 40-50 %
+-- of the submit rate. A worker needs waking only when it is waiting, and a
+-- worker waits only after a claim returned fewer runs than it asked for:
+-- such a claim marks the workers idle (runq._mark_idle), and for a minute
+-- after it a run inserted claimable notifies when its transaction commits
+-- (runq._wake_idle, the trigger runs_wake). A worker that waits claims again
+-- within the minute (the clients poll every second), which marks them again.
+--
+-- No wake-up is lost between the two: a committing transaction takes the
+-- wake lock shared before it reads the mark and holds it through its commit;
+-- a claim that marks the workers idle then takes the lock exclusive (waiting
+-- for those commits) and looks once more. A transaction that read the mark
+-- before it was set has committed by then, and the claim sees its run.
+
+-- The time (ms since 1970) of the last claim that came back short. A
+-- sequence, not a row: setval and its read are not transactional, so the
+-- mark is seen at once by every transaction whatever its snapshot, and
+-- writing it takes no row lock.
+CREATE SEQUENCE runq.idle_mark AS bigint MINVALUE 0 START 0 NO CYCLE;
+
+COMMENT ON SEQUENCE runq.idle_mark IS 'When a claim last came back short (ms since 1970): for a minute after it, a run submitted ready now sends NOTIFY runq.';
+
+CREATE FUNCTION runq._wake_lock()
+    RETURNS bigint
+    LANGUAGE sql
+    IMMUTABLE
+    PARALLEL SAFE
+RETURN hashtextextended('runq wake', 0);
+
+COMMENT ON FUNCTION runq._wake_lock() IS 'The advisory lock key that orders a wake-up''s check of the idle mark before a claim''s last look: shared by committing wake-ups, exclusive for a moment by runq._mark_idle.';
+
+-- Called by runq.claim when it returns fewer runs than asked for, before it
+-- looks once more. Sets the mark at most once a second (each setval writes
+-- WAL), which keeps it within a second of the newest short claim.
+CREATE FUNCTION runq._mark_idle()
+    RETURNS void
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+BEGIN
+    IF coalesce(pg_sequence_last_value('runq.idle_mark'), 0) < v_now - 1000 THEN
+        PERFORM setval('runq.idle_mark', v_now);
+    END IF;
+    -- Session-level, released at once: waits for every wake-up that read the
+    -- mark before it was set to commit, and holds up no other claim.
+    PERFORM pg_advisory_lock(runq._wake_lock());
+    PERFORM pg_advisory_unlock(runq._wake_lock());
+END
+$$;
+
+COMMENT ON FUNCTION runq._mark_idle() IS 'Internal: marks the workers idle (runq.idle_mark) for a short claim, then waits for every committing wake-up that read the mark before.';
+
+-- The constraint trigger runs_wake's function, at commit, for each run
+-- inserted claimable. Takes the wake lock shared until the commit ends; a
+-- NOTIFY that several rows send is folded into one. SECURITY DEFINER, unlike
+-- the other internal functions: it fires at commit, after the definer
+-- function that inserted the run has returned, as the caller's role, which
+-- may not read runq.idle_mark. A trigger function cannot be called directly.
+CREATE FUNCTION runq._wake_idle()
+    RETURNS trigger
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(runq._wake_lock());
+    IF pg_sequence_last_value('runq.idle_mark')
+           >= (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 60000 THEN
+        PERFORM pg_notify('runq', '');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+COMMENT ON FUNCTION runq._wake_idle() IS 'Internal: the trigger function of runs_wake: NOTIFY runq if a claim came back short in the last minute (runq.idle_mark).';
+
+REVOKE ALL ON FUNCTION runq._wake_lock() FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._mark_idle() FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._wake_idle() FROM PUBLIC;
+REVOKE ALL ON SEQUENCE runq.idle_mark FROM PUBLIC;
+
+COMMIT;
+
+-- ==== deploy/trigger_runs_wake.sql ====
+
+-- Deploy runq:trigger_runs_wake to pg
+-- requires: wake_idle
+-- requires: table_runs
+-- requires: column_runs_parked
+-- Locks: SHARE ROW EXCLUSIVE on runq.runs for a catalog update, waiting at most 2 s for it.
+
+BEGIN;
+
+-- CREATE TRIGGER takes SHARE ROW EXCLUSIVE on runs for a moment: it queues
+-- behind open writers and every writer behind it, hence the short timeout.
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Every run inserted claimable now (submit, tick) wakes an idle worker when
+-- its transaction commits (deploy/wake_idle.sql). Deferred: the check runs
+-- at commit, so the wake lock is held for the commit only, however long the
+-- transaction was open. INSERT only: an AFTER UPDATE trigger on runs, even
+-- one whose WHEN is false, cost every claim and complete 5 % more
+-- instructions (bench/instructions.py). The rarer ways back into the queue
+-- (deliver_input, a requeue, redrive, an admission, resume) keep their
+-- NOTIFY in every case.
+CREATE CONSTRAINT TRIGGER runs_wake
+    AFTER INSERT ON runq.runs
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW
+    WHEN (NEW.status = 'queued' AND NOT NEW.parked AND NEW.ready_at <= clock_timestamp())
+    EXECUTE FUNCTION runq._wake_idle();
+
+COMMIT;
+
 -- ==== deploy/admission.sql ====
 
 -- Deploy runq:admission to pg
@@ -7453,6 +7584,7 @@ COMMIT;
 -- requires: column_runs_budget
 -- requires: function__usage_totals
 -- requires: columns_runs_deadline
+-- requires: wake_idle
 
 BEGIN;
 
@@ -7517,6 +7649,7 @@ DECLARE
     v_wanted  integer := claim.max_runs;
     v_got     bigint;
     v_tried   boolean := false;
+    v_idle    boolean := false;
 BEGIN
     -- The rules, as the inlined predicates of deploy/argument_checks; when one
     -- fails, the checks raise 22023 naming the argument and its value. Only
@@ -7662,13 +7795,25 @@ BEGIN
     END IF;
     GET DIAGNOSTICS v_got = ROW_COUNT;
     v_wanted := v_wanted - v_got::integer;
-    -- Fewer runs than asked for, and some parked in these classes: a tenant
-    -- below its limit may have its slots held by admitted runs this claim
-    -- does not take (another class or kind); runq._swap_in parks those and
-    -- admits these, and the claim looks once more. A full claim never asks.
-    -- Two EXITs: an expression with a subquery is run as a query, where a
-    -- plain one is evaluated in place; a full claim pays only the first.
-    EXIT WHEN v_wanted = 0 OR v_tried;
+    -- A full claim pays this one plain test and leaves.
+    EXIT WHEN v_wanted = 0;
+    -- Fewer runs than asked for: this worker may now wait for NOTIFY runq.
+    -- Marked idle, so that the runs submitted from now on notify
+    -- (runq._wake_idle); runq._mark_idle also waits for every transaction
+    -- that found no worker idle and is committing, and the claim looks once
+    -- more, with a new clock: a run no wake-up announces is seen here.
+    IF NOT v_idle THEN
+        v_idle := true;
+        PERFORM runq._mark_idle();
+        v_now := clock_timestamp();
+        CONTINUE;
+    END IF;
+    -- Still short, and some parked in these classes: a tenant below its
+    -- limit may have its slots held by admitted runs this claim does not
+    -- take (another class or kind); runq._swap_in parks those and admits
+    -- these, and the claim looks once more. Two EXITs: an expression with a
+    -- subquery is run as a query, where a plain one is evaluated in place.
+    EXIT WHEN v_tried;
     EXIT WHEN NOT EXISTS (SELECT FROM runq.runs AS r
                            WHERE r.status = 'queued' AND r.parked
                              AND r.priority = ANY (claim.classes));
@@ -7682,7 +7827,7 @@ REVOKE ALL ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) FR
 GRANT EXECUTE ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.claim(integer[], text, interval, integer, text[]) IS
-$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. deadline, budget and usage are the run's (usage: the totals every attempt recorded, {} when none). lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+$c$Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run's lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. deadline, budget and usage are the run's (usage: the totals every attempt recorded, {} when none). lease defaults to runq.settings.lease. Zero rows when nothing is ready. A claim that returns fewer than max_runs marks the workers idle for a minute: a run submitted ready now (or created by runq.tick) in that minute sends NOTIFY runq when its transaction commits, and none does otherwise (claim again within the minute to stay woken).
 Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).$c$;
 
 COMMIT;
@@ -9080,6 +9225,7 @@ COMMIT;
 -- requires: argument_check_usage
 -- requires: column_runs_budget
 -- requires: columns_runs_deadline
+-- requires: trigger_runs_wake
 
 BEGIN;
 
@@ -9264,9 +9410,6 @@ BEGIN
                 HINT = 'Wait for it to finish, or cancel it.';
         END IF;
         outcome := 'created';
-        IF submit.scheduled_for IS NULL OR submit.scheduled_for <= v_now THEN
-            PERFORM pg_notify('runq', '');
-        END IF;
     END IF;
 
     IF submit.idempotency_key IS NOT NULL THEN
@@ -10839,6 +10982,7 @@ COMMIT;
 -- requires: argument_checks
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: trigger_runs_wake
 
 BEGIN;
 
@@ -10858,8 +11002,8 @@ SET LOCAL statement_timeout = '10s';
 --     run_id that run;
 --   * else a run, inserted as runq.submit inserts one (the same columns,
 --     run.created at epoch 0, the admission trigger parks it under a limit or
---     pause, NOTIFY runq), with schedule set and payload || {"slot": the slot
---     in ISO 8601 UTC}: 'created'.
+--     pause, the trigger runs_wake wakes an idle worker), with schedule set
+--     and payload || {"slot": the slot in ISO 8601 UTC}: 'created'.
 -- The guard is runs_schedule_active_key, not the look: the insert is ON
 -- CONFLICT on it DO NOTHING, so a live run the look could not see (one a
 -- concurrent redrive committed meanwhile) also ends as skipped_overlap,
@@ -10895,7 +11039,6 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_now      timestamptz := clock_timestamp();
-    v_created  boolean := false;
     v_names    text[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
@@ -11002,9 +11145,7 @@ BEGIN
          WHERE o.n = 1 OR h.newest > h.next_slot
          ORDER BY h.next_slot, h.name, o.n
     LOOP
-        IF outcome = 'created' THEN
-            v_created := true;
-        ELSIF outcome = 'skipped_overlap' AND run_id IS NULL THEN
+        IF outcome = 'skipped_overlap' AND run_id IS NULL THEN
             -- The insert met a run committed after this statement began.
             SELECT r.run_id INTO run_id
               FROM runq.runs AS r
@@ -11013,10 +11154,6 @@ BEGIN
         END IF;
         RETURN NEXT;
     END LOOP;
-
-    IF v_created THEN
-        PERFORM pg_notify('runq', '');
-    END IF;
 END
 $$;
 

@@ -1036,6 +1036,25 @@ $$;
 
 COMMENT ON FUNCTION runq._lock_settings() IS 'Takes the settings lock exclusive by trying for up to 2 s, never queueing; 55P03 after.';
 
+CREATE FUNCTION runq._mark_idle() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+BEGIN
+    IF coalesce(pg_sequence_last_value('runq.idle_mark'), 0) < v_now - 1000 THEN
+        PERFORM setval('runq.idle_mark', v_now);
+    END IF;
+    -- Session-level, released at once: waits for every wake-up that read the
+    -- mark before it was set to commit, and holds up no other claim.
+    PERFORM pg_advisory_lock(runq._wake_lock());
+    PERFORM pg_advisory_unlock(runq._wake_lock());
+END
+$$;
+
+COMMENT ON FUNCTION runq._mark_idle() IS 'Internal: marks the workers idle (runq.idle_mark) for a short claim, then waits for every committing wake-up that read the mark before.';
+
 CREATE FUNCTION runq._next_bit(mask bigint, "from" integer) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN ((mask >> "from") <> 0) THEN (("from" + strpos(reverse((((mask >> "from"))::bit(64))::text), '1'::text)) - 1) ELSE NULL::integer END;
@@ -1712,6 +1731,28 @@ $$;
 
 COMMENT ON FUNCTION runq._usage_totals(run_id bigint) IS 'Internal: the usage totals of a run, {} when it recorded none.';
 
+CREATE FUNCTION runq._wake_idle() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(runq._wake_lock());
+    IF pg_sequence_last_value('runq.idle_mark')
+           >= (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 60000 THEN
+        PERFORM pg_notify('runq', '');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+COMMENT ON FUNCTION runq._wake_idle() IS 'Internal: the trigger function of runs_wake: NOTIFY runq if a claim came back short in the last minute (runq.idle_mark).';
+
+CREATE FUNCTION runq._wake_lock() RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN hashtextextended('runq wake'::text, (0)::bigint);
+
+COMMENT ON FUNCTION runq._wake_lock() IS 'The advisory lock key that orders a wake-up''s check of the idle mark before a claim''s last look: shared by committing wake-ups, exclusive for a moment by runq._mark_idle.';
+
 CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1964,6 +2005,7 @@ DECLARE
     v_wanted  integer := claim.max_runs;
     v_got     bigint;
     v_tried   boolean := false;
+    v_idle    boolean := false;
 BEGIN
     -- The rules, as the inlined predicates of deploy/argument_checks; when one
     -- fails, the checks raise 22023 naming the argument and its value. Only
@@ -2109,13 +2151,25 @@ BEGIN
     END IF;
     GET DIAGNOSTICS v_got = ROW_COUNT;
     v_wanted := v_wanted - v_got::integer;
-    -- Fewer runs than asked for, and some parked in these classes: a tenant
-    -- below its limit may have its slots held by admitted runs this claim
-    -- does not take (another class or kind); runq._swap_in parks those and
-    -- admits these, and the claim looks once more. A full claim never asks.
-    -- Two EXITs: an expression with a subquery is run as a query, where a
-    -- plain one is evaluated in place; a full claim pays only the first.
-    EXIT WHEN v_wanted = 0 OR v_tried;
+    -- A full claim pays this one plain test and leaves.
+    EXIT WHEN v_wanted = 0;
+    -- Fewer runs than asked for: this worker may now wait for NOTIFY runq.
+    -- Marked idle, so that the runs submitted from now on notify
+    -- (runq._wake_idle); runq._mark_idle also waits for every transaction
+    -- that found no worker idle and is committing, and the claim looks once
+    -- more, with a new clock: a run no wake-up announces is seen here.
+    IF NOT v_idle THEN
+        v_idle := true;
+        PERFORM runq._mark_idle();
+        v_now := clock_timestamp();
+        CONTINUE;
+    END IF;
+    -- Still short, and some parked in these classes: a tenant below its
+    -- limit may have its slots held by admitted runs this claim does not
+    -- take (another class or kind); runq._swap_in parks those and admits
+    -- these, and the claim looks once more. Two EXITs: an expression with a
+    -- subquery is run as a query, where a plain one is evaluated in place.
+    EXIT WHEN v_tried;
     EXIT WHEN NOT EXISTS (SELECT FROM runq.runs AS r
                            WHERE r.status = 'queued' AND r.parked
                              AND r.priority = ANY (claim.classes));
@@ -2125,7 +2179,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.claim(classes integer[], worker_id text, lease interval, max_runs integer, kinds text[]) IS 'Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run''s lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. deadline, budget and usage are the run''s (usage: the totals every attempt recorded, {} when none). lease defaults to runq.settings.lease. Zero rows when nothing is ready.
+COMMENT ON FUNCTION runq.claim(classes integer[], worker_id text, lease interval, max_runs integer, kinds text[]) IS 'Claim up to max_runs queued runs whose priority class is in classes (and, when kinds is given, whose kind is in kinds) and whose scheduled_for is NULL or past, lowest class first, then oldest; never a run whose tenant or kind has its limit of running runs (runq.set_limit), or whose class, kind or tenant is paused (runq.pause); runs skipped for their kind, a limit or a pause keep their place. Each claim adds 1 to the run''s lease_epoch (returned as epoch: pass it to every worker call) and to its attempts (returned as attempt). checkpoint is the newest checkpoint, inputs the user inputs delivered after it ([] if none), resumed is true when the run ran before. deadline, budget and usage are the run''s (usage: the totals every attempt recorded, {} when none). lease defaults to runq.settings.lease. Zero rows when nothing is ready. A claim that returns fewer than max_runs marks the workers idle for a minute: a run submitted ready now (or created by runq.tick) in that minute sends NOTIFY runq when its transaction commits, and none does otherwise (claim again within the minute to stay woken).
 Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767, max_runs below 1, a lease not between 0 and 1000 years, kinds empty, multidimensional or with a NULL).';
 
 CREATE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL::jsonb) RETURNS boolean
@@ -3347,9 +3401,6 @@ BEGIN
                 HINT = 'Wait for it to finish, or cancel it.';
         END IF;
         outcome := 'created';
-        IF submit.scheduled_for IS NULL OR submit.scheduled_for <= v_now THEN
-            PERFORM pg_notify('runq', '');
-        END IF;
     END IF;
 
     IF submit.idempotency_key IS NOT NULL THEN
@@ -3538,7 +3589,6 @@ CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100) RETURNS TABLE(schedule t
 #variable_conflict use_column
 DECLARE
     v_now      timestamptz := clock_timestamp();
-    v_created  boolean := false;
     v_names    text[];
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
@@ -3645,9 +3695,7 @@ BEGIN
          WHERE o.n = 1 OR h.newest > h.next_slot
          ORDER BY h.next_slot, h.name, o.n
     LOOP
-        IF outcome = 'created' THEN
-            v_created := true;
-        ELSIF outcome = 'skipped_overlap' AND run_id IS NULL THEN
+        IF outcome = 'skipped_overlap' AND run_id IS NULL THEN
             -- The insert met a run committed after this statement began.
             SELECT r.run_id INTO run_id
               FROM runq.runs AS r
@@ -3656,10 +3704,6 @@ BEGIN
         END IF;
         RETURN NEXT;
     END LOOP;
-
-    IF v_created THEN
-        PERFORM pg_notify('runq', '');
-    END IF;
 END
 $$;
 
@@ -3765,6 +3809,15 @@ CREATE TABLE runq.idempotency_keys (
 );
 
 COMMENT ON TABLE runq.idempotency_keys IS 'Submit idempotency keys per (tenant, principal), with the SHA-256 of the request they were first used for.';
+
+CREATE SEQUENCE runq.idle_mark
+    START WITH 0
+    INCREMENT BY 1
+    MINVALUE 0
+    NO MAXVALUE
+    CACHE 1;
+
+COMMENT ON SEQUENCE runq.idle_mark IS 'When a claim last came back short (ms since 1970): for a minute after it, a run submitted ready now sends NOTIFY runq.';
 
 CREATE TABLE runq.inputs (
     run_id bigint NOT NULL,
@@ -4063,6 +4116,8 @@ CREATE INDEX schedule_settings_due_idx ON runq.schedule_settings USING btree (ne
 
 CREATE TRIGGER runs_admit_new BEFORE INSERT ON runq.runs FOR EACH ROW EXECUTE FUNCTION runq._park_on_entry();
 
+CREATE CONSTRAINT TRIGGER runs_wake AFTER INSERT ON runq.runs DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((((new.status)::text = 'queued'::text) AND (NOT new.parked) AND (new.ready_at <= clock_timestamp()))) EXECUTE FUNCTION runq._wake_idle();
+
 ALTER TABLE ONLY runq.checkpoints
     ADD CONSTRAINT checkpoints_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
 
@@ -4161,6 +4216,8 @@ REVOKE ALL ON FUNCTION runq._limit_of(scope text, key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._lock_settings() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._mark_idle() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._next_bit(mask bigint, "from" integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._park_on_entry() FROM PUBLIC;
@@ -4198,6 +4255,10 @@ REVOKE ALL ON FUNCTION runq._swap_in(classes integer[], kinds text[], wanted int
 REVOKE ALL ON FUNCTION runq._taken(scope text, key text, up_to bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._usage_totals(run_id bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._wake_idle() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._wake_lock() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) TO runq_worker;

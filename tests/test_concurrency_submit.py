@@ -205,8 +205,14 @@ class Listener:
         return self.got
 
 
-def expect_wake(connect: Connect, action: Callable[[], Any]) -> Any:
+def expect_wake(connect: Connect, action: Callable[[], Any], idle: bool = False) -> Any:
+    """action wakes a listener. idle: the listener first comes back short
+    from a claim (of an empty class), as a worker does before it waits: a
+    submit notifies only then (tests/test_wake.py); deliver_input, a requeue,
+    redrive and resume notify in any case."""
     listener = Listener(connect)
+    if idle:
+        assert listener.conn.execute("SELECT count(*) FROM runq.claim(ARRAY[32000])").fetchone()[0] == 0
     listener.quiet()
     listener.start()
     result = action()
@@ -242,7 +248,8 @@ def status(c: psycopg.Connection[Any], run_id: int) -> str:
 
 def test_listener_is_woken_by_a_submit(conn: psycopg.Connection[Any], connect: Connect) -> None:
     run_id, outcome = expect_wake(
-        connect, lambda: submit(conn, tenant_id="acme", kind="chat.turn", session_id="s1", priority=0))
+        connect, lambda: submit(conn, tenant_id="acme", kind="chat.turn", session_id="s1", priority=0),
+        idle=True)
     assert outcome == "created"
     assert status(conn, run_id) == "queued"
 

@@ -173,6 +173,7 @@ def test_listen_gets_nothing_through_pgbouncer(bouncer: Bouncer, db_url: str) ->
             Client.connect(bouncer.url, prepare_threshold=None) as client:
         pooled.execute("LISTEN runq")
         direct.execute("LISTEN runq")
+        direct.execute("SELECT count(*) FROM runq.claim(ARRAY[9401])")  # short: a worker is idle
         client.submit("listen", "k", priority=9400)
         assert [n.channel for n in direct.notifies(timeout=5, stop_after=1)] == ["runq"]
         assert list(pooled.notifies(timeout=1.0, stop_after=1)) == []

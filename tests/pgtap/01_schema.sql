@@ -14,7 +14,7 @@ SELECT tables_are('runq',
           'checkpoints', 'inputs', 'tool_calls', 'limit_settings', 'limit_debts',
           'pause_settings', 'run_usage', 'schedule_settings']);
 SELECT sequences_are('runq',
-    ARRAY['progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
+    ARRAY['idle_mark', 'progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
                                'priority_class', 'counter', 'attempt_limit', 'epoch', 'duration',
                                'json_object', 'failure_record', 'event_type', 'tool_idempotency',
@@ -367,8 +367,8 @@ SELECT is(ARRAY(SELECT c.relname::text || '.' || t.tgname::text
                   JOIN pg_catalog.pg_class AS c ON c.oid = t.tgrelid
                  WHERE c.relnamespace = 'runq'::regnamespace AND NOT t.tgisinternal
                  ORDER BY 1),
-          ARRAY['runs.runs_admit_new'],
-          'runq has exactly one trigger: the admission of new runs');
+          ARRAY['runs.runs_admit_new', 'runs.runs_wake'],
+          'runq has two triggers: the admission of new runs and their wake-up');
 
 -- ---------------------------------------------------------------------------
 -- settings: one row, the contract's defaults

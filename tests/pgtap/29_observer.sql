@@ -22,7 +22,7 @@
 -- of an expired lease. Classes 2900..2999; tenants, kinds, workers and
 -- schedules named ob-*.
 BEGIN;
-SELECT plan(220);
+SELECT plan(223);
 
 \ir helpers/recovery.sql
 

@@ -27,7 +27,7 @@
 -- clause, so the statement it runs is parsed under the hostile path.
 -- Classes 4000..4099.
 BEGIN;
-SELECT plan(135);
+SELECT plan(139);
 
 -- ---------------------------------------------------------------------------
 -- 1. Privileges on every relation of the schema (catalog-driven)
@@ -40,7 +40,7 @@ SELECT is(ARRAY(SELECT c.relname::text || ':' || c.relkind::text FROM pg_catalog
                  WHERE c.relnamespace = 'runq'::regnamespace
                    AND c.relkind NOT IN ('i', 'c', 'I', 't')   -- indexes, composite types, TOAST
                  ORDER BY 1),
-          ARRAY['checkpoints:r', 'idempotency_keys:r', 'inputs:r', 'limit_debts:r',
+          ARRAY['checkpoints:r', 'idempotency_keys:r', 'idle_mark:S', 'inputs:r', 'limit_debts:r',
                 'limit_settings:r', 'limits:v', 'pause_settings:r', 'pauses:v', 'progress_seq:S',
                 'queue_stats:v', 'run_events:r', 'run_events_event_id_seq:S', 'run_usage:r', 'runs:r',
                 'runs_run_id_seq:S', 'schedule_settings:r', 'schedules:v', 'settings:r', 'tool_calls:r'],
@@ -60,7 +60,7 @@ SELECT table_privs_are('runq', c.relname, r.role,
  WHERE c.relnamespace = 'runq'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
  ORDER BY c.relname, r.role;
 
--- 3 sequences x 4 grantees = 12 tests.
+-- 4 sequences x 4 grantees = 16 tests.
 SELECT sequence_privs_are('runq', c.relname, r.role, ARRAY[]::name[],
                           format('%s has no privilege on sequence runq.%s', r.role, c.relname))
   FROM pg_catalog.pg_class AS c, roles AS r

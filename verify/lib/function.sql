@@ -11,6 +11,9 @@
 --     \set body 'RETURN QUERY'   a text its source contains: which version
 --                                of a reworked function is deployed
 --     \set volatility v          its volatility (v, s or i)
+--     \set definer true          an internal function that runs after every
+--                                definer function has returned (a deferred
+--                                trigger's): SECURITY DEFINER, like a public one
 --
 -- A public function is SECURITY DEFINER, the only way in for its callers, with
 -- search_path pinned to pg_catalog, pg_temp so that no object a caller creates
@@ -38,6 +41,9 @@ SET LOCAL verify.body = :'body';
 \if :{?volatility}
 SET LOCAL verify.volatility = :'volatility';
 \endif
+\if :{?definer}
+SET LOCAL verify.definer = :'definer';
+\endif
 
 DO $$
 DECLARE
@@ -47,6 +53,7 @@ DECLARE
     -- A setting SET LOCAL once reads '' after its transaction, not NULL.
     body text := nullif(current_setting('verify.body', true), '');
     volatility text := nullif(current_setting('verify.volatility', true), '');
+    definer boolean := coalesce(nullif(current_setting('verify.definer', true), '')::boolean, false);
     internal boolean := cardinality(callers) = 0;
     p pg_catalog.pg_proc;
     granted text[];
@@ -55,8 +62,9 @@ BEGIN
     SELECT * INTO p FROM pg_catalog.pg_proc WHERE oid = f;
     ASSERT internal = (p.proname LIKE '\_%'),
         format('%s: runq._name is internal and has no callers, every other function has callers', f);
-    ASSERT p.prosecdef = NOT internal,
-        format('%s: SECURITY %s expected', f, CASE WHEN internal THEN 'INVOKER' ELSE 'DEFINER' END);
+    ASSERT p.prosecdef = (NOT internal OR definer),
+        format('%s: SECURITY %s expected', f,
+               CASE WHEN internal AND NOT definer THEN 'INVOKER' ELSE 'DEFINER' END);
     ASSERT p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'] OR (internal AND p.prosqlbody IS NOT NULL),
         format('%s: search_path is not pinned to pg_catalog, pg_temp (proconfig %s)', f, p.proconfig);
     -- A NULL proacl is the default: EXECUTE for PUBLIC.
@@ -96,3 +104,4 @@ ROLLBACK;
 -- psql keeps variables for the session: the next file must not inherit these.
 \unset body
 \unset volatility
+\unset definer
