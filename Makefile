@@ -61,7 +61,7 @@ bench-cpu: $(STAMP)
 # Instructions per cycle (bench/instructions.py, callgrind): the same count
 # however loaded the machine is: make bench-instructions REV=832e655
 bench-instructions: $(STAMP)
-	RUNQ_PG_BIN="$$(scripts/pg bin)" $(VENV)/bin/python bench/instructions.py --kinds \
+	RUNQ_PG_BIN="$$(scripts/pg bin)" $(VENV)/bin/python bench/instructions.py --kinds --one-call \
 	    $(if $(REV),--rev $(REV))
 
 # Generated files: committed, and tests fail when they are stale.

@@ -4,6 +4,7 @@
     bench/instructions.py                    runq in the working tree
     bench/instructions.py --rev 832e655      ... and runq as committed there
     bench/instructions.py --kinds            ... also a claim that names its kind
+    bench/instructions.py --one-call         ... also complete_and_claim, one call a cycle
 
 bench/cpu.py reads a backend's CPU time, which a shared or loaded machine
 moves by 10 % and more. This counts instructions instead, with valgrind's
@@ -65,17 +66,33 @@ def build(data: Path, sock: Path, schemas: dict[str, str]) -> None:
         as_owner([str(PGBIN / "pg_ctl"), "-D", str(data), "-w", "stop"])
 
 
-def instructions(data: Path, db: str, cycles: int, kinds: bool, work: Path) -> int:
-    script = work / f"cycles_{cycles}_{kinds}.sql"
-    script.write_text(
-        f"PREPARE cycle AS SELECT runq.complete(c.run_id, c.epoch) FROM {CLAIM[kinds]} AS c;\n"
-        + "EXECUTE cycle;\n" * cycles)
-    out = work / f"callgrind.{db}.{cycles}.{kinds}"
+# One call a cycle: each completes the run the one before claimed, handed on
+# through a temporary table (single-user mode has no client variables).
+ONE_CALL = ("CREATE TEMP TABLE held (run_id bigint, epoch bigint);\n"
+            "INSERT INTO held SELECT run_id, epoch FROM runq.claim(ARRAY[10], 'bench');\n"
+            "PREPARE cycle AS WITH next AS (SELECT c.run_id, c.epoch FROM held AS h,"
+            " runq.complete_and_claim(h.run_id, h.epoch, NULL, ARRAY[10], 'bench') AS c),"
+            " gone AS (DELETE FROM held) INSERT INTO held SELECT * FROM next;\n")
+
+
+def instructions(data: Path, db: str, cycles: int, kinds: bool, work: Path,
+                 one_call: bool = False) -> int:
+    script = work / f"cycles_{cycles}_{kinds}_{one_call}.sql"
+    if one_call:
+        script.write_text(ONE_CALL + "EXECUTE cycle;\n" * cycles
+                          + "SELECT count(*) AS done FROM runq.runs WHERE status = 'succeeded';\n")
+    else:
+        script.write_text(
+            f"PREPARE cycle AS SELECT runq.complete(c.run_id, c.epoch) FROM {CLAIM[kinds]} AS c;\n"
+            + "EXECUTE cycle;\n" * cycles)
+    out = work / f"callgrind.{db}.{cycles}.{kinds}.{one_call}"
     with script.open() as stdin:
         done = as_owner(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                          str(PGBIN / "postgres"), "--single", "-D", str(data), db],
                         stdin=stdin)
-    if done.stdout.count('complete = "t"') != cycles:
+    completed = (f'done = "{cycles}"' in done.stdout if one_call
+                 else done.stdout.count('complete = "t"') == cycles)
+    if not completed:
         sys.exit(f"{db}: not every cycle completed a run:\n{done.stdout[-2000:]}")
     for line in out.read_text(errors="replace").splitlines():
         if line.startswith("summary:") or line.startswith("totals:"):
@@ -88,6 +105,8 @@ def main() -> None:
     ap.add_argument("--rev", action="append", default=[],
                     help="also measure runq as committed at this git revision (repeatable)")
     ap.add_argument("--kinds", action="store_true", help="also a claim with kinds")
+    ap.add_argument("--one-call", action="store_true",
+                    help="also complete_and_claim, one call a cycle")
     ap.add_argument("--cycles", type=int, default=1000, help="cycles counted (after 100)")
     args = ap.parse_args()
     if not shutil.which("valgrind"):
@@ -101,26 +120,29 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="runq-instr-"))
     os.chmod(work, 0o777)
     try:
-        counts: dict[tuple[str, bool], int] = {}
-        for kinds in (False, True) if args.kinds else (False,):
+        # (database, the claim, one call a cycle): count
+        counts: dict[tuple[str, bool, bool], int] = {}
+        ways = [(False, False)] + [(True, False)] * args.kinds + [(False, True)] * args.one_call
+        for kinds, one_call in ways:
             for cycles in (100, 100 + args.cycles):
                 # A fresh copy of every database for each count: the second
                 # would otherwise start where the first left its queue.
-                data = work / f"data_{cycles}_{kinds}"
+                data = work / f"data_{cycles}_{kinds}_{one_call}"
                 build(data, work, schemas)
                 # An older claim may have no kinds argument: kinds on the tree only.
                 for db in (["runq_tree"] if kinds else schemas):
-                    counts[(db, kinds)] = (instructions(data, db, cycles, kinds, work)
-                                           - counts.get((db, kinds), 0))
-        base = counts[("runq_tree", False)]
+                    key = (db, kinds, one_call)
+                    counts[key] = (instructions(data, db, cycles, kinds, work, one_call)
+                                   - counts.get(key, 0))
+        base = counts[("runq_tree", False, False)]
         print("Instructions per claim + complete cycle (callgrind, postgres --single,"
               f" prepared, {args.cycles:,} cycles)\n")
-        print("| queue | claim | instructions per cycle | / working tree |")
+        print("| queue | cycle | instructions per cycle | / working tree's claim + complete |")
         print("| --- | --- | ---: | ---: |")
-        for (db, kinds), n in counts.items():
-            print(f"| {labels[db]} | {'kinds given' if kinds else 'any kind'}"
-                  f" | {n / args.cycles:,.0f}"
-                  f" | {n / base:.3f} |")
+        for (db, kinds, one_call), n in counts.items():
+            cycle = ("complete_and_claim (and the table that hands the run on)" if one_call
+                     else "claim (kinds given) + complete" if kinds else "claim + complete")
+            print(f"| {labels[db]} | {cycle} | {n / args.cycles:,.0f} | {n / base:.3f} |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -11,7 +11,7 @@
 -- mark within the last minute) is seen only after a commit:
 -- tests/test_wake.py. Classes 3700..3799; tenants wk-*.
 BEGIN;
-SELECT plan(24);
+SELECT plan(28);
 
 -- The check fires at commit, and this file never commits: each action runs
 -- with runs_wake immediate, in a subtransaction that is then rolled back,
@@ -144,6 +144,20 @@ SELECT is(pg_temp.mark(), 1::bigint, 'leaves the mark');
 SELECT pg_temp.run(3707) AS two \gset
 SELECT is((SELECT array_agg(c.run_id) FROM runq.claim(ARRAY[3707], 'w-wk', max_runs => 2) AS c),
           ARRAY[:two::bigint], 'a claim that gets fewer than it asked for');
+SELECT cmp_ok(pg_temp.now_ms() - pg_temp.mark(), '<', 1000::bigint, 'marks them idle');
+
+-- complete_and_claim's fast path (no kinds, no limit): a full claim leaves
+-- the mark, a short one asks runq.claim for the rest, which marks.
+SELECT pg_temp.running(3708) AS done1 \gset
+SELECT pg_temp.run(3708) AS next1 \gset
+SELECT setval('runq.idle_mark', 1);
+SELECT is((SELECT array_agg(c.run_id) FROM runq.complete_and_claim(:done1, 1, NULL, ARRAY[3708], 'w-wk') AS c),
+          ARRAY[:next1::bigint], 'complete_and_claim that gets the run it asked for');
+SELECT is(pg_temp.mark(), 1::bigint, 'leaves the mark');
+SELECT pg_temp.run(3708) AS next2 \gset
+SELECT is((SELECT array_agg(c.run_id) FROM runq.complete_and_claim(:next1, 1, NULL, ARRAY[3708], 'w-wk',
+                                                                    max_runs => 2) AS c),
+          ARRAY[:next2::bigint], 'complete_and_claim that gets fewer than it asked for');
 SELECT cmp_ok(pg_temp.now_ms() - pg_temp.mark(), '<', 1000::bigint, 'marks them idle');
 
 SELECT * FROM finish();
