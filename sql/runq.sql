@@ -11715,6 +11715,11 @@ CREATE FUNCTION runq.complete_and_claim(
     VOLATILE
     SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
+    -- As runq.claim's: the fast path's statement is planned once per session
+    -- (a custom plan of it, with runs of 200,000 rows, was past
+    -- jit_above_cost and ran slower than two calls), and never compiled.
+    SET plan_cache_mode = force_generic_plan
+    SET jit = off
 AS $$
 DECLARE
     v_now       timestamptz := clock_timestamp();

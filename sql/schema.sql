@@ -2231,6 +2231,8 @@ Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 CREATE FUNCTION runq.complete_and_claim(run_id bigint, epoch bigint, result jsonb, classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, max_runs integer DEFAULT 1, kinds text[] DEFAULT NULL::text[], claim_if_fenced boolean DEFAULT false) RETURNS SETOF runq.completed_and_claimed
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_now       timestamptz := clock_timestamp();
