@@ -27,9 +27,10 @@ test: deps $(STAMP)
 
 # pytest alone (Debian 12 has pgTAP for PostgreSQL 15 only), less the tests
 # that need plpgsql_check, which the wheel does not have, and those marked
-# once (whole programs whose SQL the rest covers; see tests/conftest.py).
+# once (whole programs whose SQL the rest covers, and checks of files alone;
+# see tests/conftest.py). The slowest tests are listed, to keep CI's time in view.
 test-pg18: deps $(STAMP)
-	$(PG18) $(SERVER) $(VENV)/bin/python -m pytest -ra -m "not plpgsql_check and not once" tests
+	$(PG18) $(SERVER) $(VENV)/bin/python -m pytest -ra --durations=15 -m "not plpgsql_check and not once" tests
 
 deps:
 	@scripts/install-deps --if-missing

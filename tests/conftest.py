@@ -45,8 +45,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "run (make test-pg18) does not have: it deselects these by this name")
     config.addinivalue_line(
         "markers", "once: a whole program (a benchmark script, the demo, the dashboard in a "
-        "browser) whose SQL the rest of the suite covers on every server; the PostgreSQL 18 "
-        "run deselects these to stay inside CI's time (CI runs make demo on 18 itself)")
+        "browser) whose SQL the rest of the suite covers on every server, or a check of the "
+        "repository's files alone (types, lint, static SQL); the PostgreSQL 18 run deselects "
+        "these to stay inside CI's time (CI runs make demo on 18 itself)")
 
 
 @pytest.fixture(scope="session")

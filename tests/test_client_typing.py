@@ -16,6 +16,9 @@ import pytest
 
 from runq import AsyncClient, Client
 
+# A check of the repository's files alone: no server version changes it.
+pytestmark = pytest.mark.once
+
 SRC = Path(__file__).resolve().parent.parent / "python_client" / "src"
 
 CALLS = [

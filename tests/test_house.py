@@ -9,6 +9,9 @@ import re
 import pytest
 from pgutil import ROOT, run
 
+# A check of the repository's files alone: no server version changes it.
+pytestmark = pytest.mark.once
+
 # "issue N", "Issue #N", "issues N and M", "(#N)": a number a tracker gave.
 ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\s*\d+|(?<![\w&/])#\d+\b", re.IGNORECASE)
 

@@ -27,6 +27,9 @@ import pytest
 import tomllib
 from pgutil import ROOT
 
+# A check of the repository's files alone: no server version changes it.
+pytestmark = pytest.mark.once
+
 # -- plpgsql_check ------------------------------------------------------------
 
 # A trigger function is checked against the table of its trigger (relid).

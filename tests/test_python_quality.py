@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# A check of the repository's files alone: no server version changes it.
+pytestmark = pytest.mark.once
+
 CLIENT = Path(__file__).resolve().parent.parent / "python_client"
 # Beside the client, relative to it: programs that use it.
 PROGRAMS = ("../bench/run.py", "../bench/cpu.py", "../bench/instructions.py",

@@ -23,6 +23,9 @@ from pathlib import Path
 import pytest
 from pgutil import ROOT
 
+# A check of the repository's files alone: no server version changes it.
+pytestmark = pytest.mark.once
+
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
 _EXECUTE = re.compile(r"\bEXECUTE\b", re.IGNORECASE)
 _NOT_DYNAMIC = re.compile(r"\s*(ON|FUNCTION|PROCEDURE)\b", re.IGNORECASE)
