@@ -41,10 +41,27 @@ CALL = """SELECT completed, run_id, epoch
                                          claim_if_fenced => %s)"""
 
 
+def function_calls(conn: psycopg.Connection, made: int) -> dict[str, int]:
+    """runq's functions and their calls, once the workers' made calls of
+    complete_and_claim are all counted (each session sends its counts as it
+    exits)."""
+    for _ in range(200):
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        calls = dict(conn.execute("""SELECT funcname, calls FROM pg_stat_user_functions
+                                      WHERE schemaname = 'runq'""").fetchall())
+        if calls.get("complete_and_claim", 0) >= made:
+            break
+        time.sleep(0.05)
+    return calls
+
+
 @pytest.mark.parametrize("limited", [True, False], ids=["tenant limit", "no limit, fast path"])
 def test_one_call_a_cycle_keeps_fencing_limits_and_once(
         connect: Callable[[], psycopg.Connection], limited: bool):
     admin = connect()
+    # The workers' sessions count their PL/pgSQL calls: the fast path never
+    # calls runq.complete; complete then claim always does.
+    admin.execute(f'ALTER DATABASE "{admin.info.dbname}" SET track_functions = \'pl\'')  # test-only
     if limited:
         admin.execute("SELECT runq.set_limit('tenant', NULL, %s)", [TENANT_LIMIT])
     # An expired lease's run is claimable again at once, not seconds later.
@@ -88,9 +105,11 @@ def test_one_call_a_cycle_keeps_fencing_limits_and_once(
                     seen["fenced"] += 1
                     assert not claimed or asked_if_fenced, "a fenced completion claimed"
                 seen["claimed"] += len(claimed)
+                seen["calls"] += 1
             held.extend(claimed)
             if not claimed and not held:
                 time.sleep(0.002)
+        conn.close()  # its function statistics are flushed as it exits
 
     def sweeper() -> None:
         conn = connect()
@@ -141,5 +160,12 @@ def test_one_call_a_cycle_keeps_fencing_limits_and_once(
         assert worst[0] == TENANT_LIMIT, worst  # the limit was reached, and held
     else:
         assert worst[0] > TENANT_LIMIT, worst  # unlimited: the workers ran side by side
+    calls = function_calls(admin, seen["calls"])
+    assert calls.get("complete_and_claim", 0) == seen["calls"], (calls, seen)
+    assert calls.get("claim", 0) > 0, calls
+    if limited:
+        assert calls.get("complete", 0) > 0, calls  # complete, then claim
+    else:
+        assert calls.get("complete", 0) == 0, calls  # every completion took the fast path
     print(f"\n{seen['claimed']} claims, {seen['fenced']} fenced completions, "
           f"at most {worst[0]} running per tenant")

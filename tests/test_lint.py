@@ -27,7 +27,8 @@ import pytest
 import tomllib
 from pgutil import ROOT
 
-# A check of the repository's files alone: no server version changes it.
+# Checks of the repository's files alone, which no server version changes;
+# the plpgsql_check tests below need PostgreSQL 15's extension anyway.
 pytestmark = pytest.mark.once
 
 # -- plpgsql_check ------------------------------------------------------------
