@@ -46,7 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "once: a whole program (a benchmark script, the demo, the dashboard in a "
         "browser) whose SQL the rest of the suite covers on every server, or a check of the "
-        "repository's files alone (types, lint, static SQL); the PostgreSQL 18 run deselects "
+        "repository's files alone (types, lint, static SQL), or the upgrade from a later release "
+        "(the oldest release's upgrade deploys the same changes); the PostgreSQL 18 run deselects "
         "these to stay inside CI's time (CI runs make demo on 18 itself)")
 
 

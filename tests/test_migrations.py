@@ -129,7 +129,10 @@ RELEASES = [line.split()[0] for line in (ROOT / "sqitch.plan").read_text().split
             if line.startswith("@")]
 
 
-@pytest.mark.parametrize("released", RELEASES)
+# The oldest release's upgrade deploys every later change too: on the
+# PostgreSQL 18 run (which deselects once) it alone, to stay inside CI's time.
+@pytest.mark.parametrize("released", [RELEASES[0]] + [pytest.param(r, marks=pytest.mark.once)
+                                                      for r in RELEASES[1:]])
 def test_upgrade_from_each_release_keeps_runs_and_reverts(released: str, clone) -> None:
     # Every later change is deployed onto a database of the release holding
     # runs in every status, verified, and reverted with those runs in place.
