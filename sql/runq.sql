@@ -6,7 +6,9 @@
 --     psql -v ON_ERROR_STOP=1 -f sql/runq.sql
 -- It equals `sqitch deploy` of the whole plan (tests/test_migrations.py
 -- compares the two with pg_dump) but writes no sqitch registry, so such a
--- database cannot be upgraded with sqitch later.
+-- database cannot be upgraded with sqitch later. Its indexes are built
+-- without CONCURRENTLY (the tables are empty), so it runs in a transaction
+-- block too: any client may send it as one query.
 
 -- ==== deploy/schema_runq.sql ====
 
@@ -3406,9 +3408,9 @@ COMMIT;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_kind_idx;
+DROP INDEX IF EXISTS runq.runs_ready_kind_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_ready_kind_idx ON runq.runs (priority, kind, ready_at, run_id)
+CREATE INDEX IF NOT EXISTS runs_ready_kind_idx ON runq.runs (priority, kind, ready_at, run_id)
     WHERE status = 'queued';
 RESET statement_timeout;
 RESET lock_timeout;
@@ -5975,9 +5977,9 @@ COMMIT;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_deadline_idx;
+DROP INDEX IF EXISTS runq.runs_deadline_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_deadline_idx ON runq.runs (deadline)
+CREATE INDEX IF NOT EXISTS runs_deadline_idx ON runq.runs (deadline)
     WHERE deadline IS NOT NULL AND status IN ('queued', 'waiting_for_user');
 RESET statement_timeout;
 RESET lock_timeout;
@@ -6119,9 +6121,9 @@ COMMIT;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_claimable_idx;
+DROP INDEX IF EXISTS runq.runs_claimable_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_claimable_idx ON runq.runs (priority, ready_at, run_id)
+CREATE INDEX IF NOT EXISTS runs_claimable_idx ON runq.runs (priority, ready_at, run_id)
     WHERE status = 'queued' AND NOT parked;
 RESET statement_timeout;
 RESET lock_timeout;
@@ -6144,9 +6146,9 @@ RESET lock_timeout;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_claimable_kind_idx;
+DROP INDEX IF EXISTS runq.runs_claimable_kind_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_claimable_kind_idx ON runq.runs (priority, kind, ready_at, run_id)
+CREATE INDEX IF NOT EXISTS runs_claimable_kind_idx ON runq.runs (priority, kind, ready_at, run_id)
     WHERE status = 'queued' AND NOT parked;
 RESET statement_timeout;
 RESET lock_timeout;
@@ -6173,9 +6175,9 @@ RESET lock_timeout;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_queued_tenant_idx;
+DROP INDEX IF EXISTS runq.runs_queued_tenant_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_queued_tenant_idx ON runq.runs (parked, tenant_id, priority, ready_at, run_id)
+CREATE INDEX IF NOT EXISTS runs_queued_tenant_idx ON runq.runs (parked, tenant_id, priority, ready_at, run_id)
     WHERE status = 'queued';
 RESET statement_timeout;
 RESET lock_timeout;
@@ -6199,9 +6201,9 @@ RESET lock_timeout;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_queued_kind_idx;
+DROP INDEX IF EXISTS runq.runs_queued_kind_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_queued_kind_idx ON runq.runs (parked, kind, priority, ready_at, run_id)
+CREATE INDEX IF NOT EXISTS runs_queued_kind_idx ON runq.runs (parked, kind, priority, ready_at, run_id)
     WHERE status = 'queued';
 RESET statement_timeout;
 RESET lock_timeout;
@@ -6231,9 +6233,9 @@ RESET lock_timeout;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_running_tenant_idx;
+DROP INDEX IF EXISTS runq.runs_running_tenant_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_running_tenant_idx ON runq.runs (tenant_id)
+CREATE INDEX IF NOT EXISTS runs_running_tenant_idx ON runq.runs (tenant_id)
     WHERE status = 'running' AND lease IS NOT NULL;
 RESET statement_timeout;
 RESET lock_timeout;
@@ -6257,9 +6259,9 @@ RESET lock_timeout;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_running_kind_idx;
+DROP INDEX IF EXISTS runq.runs_running_kind_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_running_kind_idx ON runq.runs (kind)
+CREATE INDEX IF NOT EXISTS runs_running_kind_idx ON runq.runs (kind)
     WHERE status = 'running' AND lease IS NOT NULL;
 RESET statement_timeout;
 RESET lock_timeout;
@@ -7443,9 +7445,9 @@ COMMIT;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_parked_idx;
+DROP INDEX IF EXISTS runq.runs_parked_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_parked_idx ON runq.runs (priority, tenant_id, ready_at, run_id)
+CREATE INDEX IF NOT EXISTS runs_parked_idx ON runq.runs (priority, tenant_id, ready_at, run_id)
     WHERE status = 'queued' AND parked;
 RESET statement_timeout;
 RESET lock_timeout;
@@ -8787,9 +8789,9 @@ COMMIT;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_schedule_active_key;
+DROP INDEX IF EXISTS runq.runs_schedule_active_key;
 RESET client_min_messages;
-CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS runs_schedule_active_key ON runq.runs (schedule)
+CREATE UNIQUE INDEX IF NOT EXISTS runs_schedule_active_key ON runq.runs (schedule)
     WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user');
 RESET statement_timeout;
 RESET lock_timeout;
@@ -8934,7 +8936,7 @@ COMMIT;
 -- wait blocks no writer.
 SET lock_timeout = 0;
 SET statement_timeout = 0;
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_idx;
+DROP INDEX IF EXISTS runq.runs_ready_idx;
 RESET statement_timeout;
 RESET lock_timeout;
 
@@ -8955,7 +8957,7 @@ RESET lock_timeout;
 -- wait blocks no writer.
 SET lock_timeout = 0;
 SET statement_timeout = 0;
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_ready_kind_idx;
+DROP INDEX IF EXISTS runq.runs_ready_kind_idx;
 RESET statement_timeout;
 RESET lock_timeout;
 
@@ -8979,9 +8981,9 @@ RESET lock_timeout;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.run_events_usage_idx;
+DROP INDEX IF EXISTS runq.run_events_usage_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS run_events_usage_idx ON runq.run_events (created_at, run_id)
+CREATE INDEX IF NOT EXISTS run_events_usage_idx ON runq.run_events (created_at, run_id)
     WHERE type = 'run.usage';
 RESET statement_timeout;
 RESET lock_timeout;
@@ -11274,9 +11276,9 @@ COMMIT;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_list_tenant_idx;
+DROP INDEX IF EXISTS runq.runs_list_tenant_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_list_tenant_idx ON runq.runs (tenant_id, kind, status, run_id)
+CREATE INDEX IF NOT EXISTS runs_list_tenant_idx ON runq.runs (tenant_id, kind, status, run_id)
     WHERE status <> 'running';
 RESET statement_timeout;
 RESET lock_timeout;
@@ -11303,9 +11305,9 @@ RESET lock_timeout;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_list_kind_idx;
+DROP INDEX IF EXISTS runq.runs_list_kind_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_list_kind_idx ON runq.runs (kind, status, run_id)
+CREATE INDEX IF NOT EXISTS runs_list_kind_idx ON runq.runs (kind, status, run_id)
     WHERE status <> 'running';
 RESET statement_timeout;
 RESET lock_timeout;
@@ -11493,9 +11495,9 @@ COMMIT;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.run_events_created_idx;
+DROP INDEX IF EXISTS runq.run_events_created_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS run_events_created_idx ON runq.run_events
+CREATE INDEX IF NOT EXISTS run_events_created_idx ON runq.run_events
     USING brin (created_at) WITH (pages_per_range = 32);
 RESET statement_timeout;
 RESET lock_timeout;
@@ -11571,9 +11573,9 @@ COMMIT;
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.run_events_requeued_idx;
+DROP INDEX IF EXISTS runq.run_events_requeued_idx;
 RESET client_min_messages;
-CREATE INDEX CONCURRENTLY IF NOT EXISTS run_events_requeued_idx ON runq.run_events (run_id)
+CREATE INDEX IF NOT EXISTS run_events_requeued_idx ON runq.run_events (run_id)
     WHERE type = 'run.requeued' AND payload ->> 'reason' = 'lease_expired';
 RESET statement_timeout;
 RESET lock_timeout;

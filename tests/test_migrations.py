@@ -240,6 +240,22 @@ def test_sql_file_is_generated_from_the_plan() -> None:
     assert fresh, "sql/runq.sql is stale: run `make sql` and commit it"
 
 
+def test_sql_file_loads_as_one_query_in_a_transaction_block(server_url: str) -> None:
+    # Any client may send the file as it is, as one simple query, even after
+    # its own BEGIN: no statement in it may refuse a transaction block (the
+    # CONCURRENTLY of the sqitch changes' index statements did).
+    name = unique_name("runq_onequery")
+    url = create_database(server_url, name)
+    try:
+        with psycopg.connect(url) as conn:  # not autocommit: inside BEGIN
+            conn.execute((ROOT / "sql" / "runq.sql").read_bytes())
+            conn.commit()
+        assert query(url, "SELECT count(*) > 50 FROM pg_proc"
+                          " WHERE pronamespace = 'runq'::regnamespace") == ["t"]
+    finally:
+        drop_database(server_url, name)
+
+
 def test_sql_file_equals_sqitch_deploy(server_url: str, sqitch_db: str,
                                        template_db: str) -> None:
     # template_db is the conftest's database loaded from sql/runq.sql.
