@@ -134,6 +134,36 @@ export interface Queryable {
   query(config: pg.QueryArrayConfig<unknown[]>): Promise<pg.QueryArrayResult<unknown[]>>;
 }
 
+export interface ClientOptions {
+  /** Errors no call is waiting for: a connection lost between calls (the
+   * server restarted, the backend was terminated). Default: console.error. */
+  onError?: (error: Error) => void;
+}
+
+// What the client listens on: pg.Pool and pg.Client are EventEmitters.
+type Emitter = { on(event: "error", listener: (error: Error) => void): unknown };
+
+// Everything the client has put its listener on: one listener per pool or
+// connection, however many Clients are made over it (a new Client per
+// checked-out PoolClient would otherwise pile them up).
+const listened = new WeakSet<object>();
+
+/**
+ * pg emits 'error' on a Pool whose idle connection is lost and on a Client
+ * whose connection is lost between queries; with no listener that is an
+ * uncaught exception, which ends the process. pg has already marked the
+ * connection broken by then: a Pool drops it and connects anew on the next
+ * call, a Client rejects every later query. What is left is to log it.
+ */
+function listen(db: Queryable, onError: (error: Error) => void): void {
+  const emitter = db as Partial<Emitter>;
+  if (typeof emitter.on !== "function" || listened.has(db)) return;
+  listened.add(db);
+  emitter.on("error", onError);
+}
+
+const logError = (error: Error): void => console.error("runq client:", error);
+
 const INT8 = 20;
 const JSON_OID = 114;
 const JSONB = 3802;
@@ -241,15 +271,18 @@ export class Client {
 
   /** A client over a pg.Pool, pg.Client or pg.PoolClient the caller owns.
    * Each call is one statement: on a connection in autocommit (pg's
-   * default) its own transaction. */
-  constructor(db: Queryable) {
+   * default) its own transaction. It listens for the pool's or
+   * connection's 'error' events, so that a lost connection is logged
+   * (options.onError) instead of ending the process. */
+  constructor(db: Queryable, options: ClientOptions = {}) {
     this.#db = db;
+    listen(db, options.onError ?? logError);
   }
 
   /** A client owning a pg.Pool on `connectionString`; close() ends it. */
-  static connect(connectionString: string, config: pg.PoolConfig = {}): Client {
+  static connect(connectionString: string, config: pg.PoolConfig = {}, options: ClientOptions = {}): Client {
     const pool = new pg.Pool({ ...config, connectionString });
-    const client = new Client(pool);
+    const client = new Client(pool, options);
     client.#owned = pool;
     return client;
   }

@@ -34,7 +34,7 @@ describe("batched worker calls", () => {
     const s = await c.getRun(stale.runId);
     assert.equal(s.status, "running");
     assert.equal(s.leaseEpoch, 1n);
-    // nothing changed; runq logs no run.fenced for an epoch the run never had (DESIGN: at most one)
+    // nothing changed; runq logs no run.fenced for an epoch the run never had (the contract: at most one)
     assert.deepEqual((await c.runEvents(stale.runId)).map((e) => e.type), ["run.created", "run.claimed"]);
   });
 

@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 
-import pg from "pg";
-
 import {
   Client, InvalidArgument, InvalidRunState, PermissionDenied, RunNotFound, RunqError, SessionBusy,
 } from "../src/index.js";
+import { connectClient } from "../testlib/db.js";
 import { databaseFixture } from "../testlib/fixture.js";
 
 const db = databaseFixture("errors");
@@ -63,8 +62,7 @@ describe("errors", () => {
 
     it("a role without runq's grants", async () => {
       await db.sql(`CREATE ROLE ${role} NOLOGIN`);
-      const conn = new pg.Client({ connectionString: db.url });
-      await conn.connect();
+      const conn = await connectClient(db.url);
       try {
         await conn.query(`SET ROLE ${role}`);
         await assert.rejects(new Client(conn).getRun(1n), rejectsWith(PermissionDenied, "42501"));
@@ -75,8 +73,7 @@ describe("errors", () => {
   });
 
   it("errors that are not runq's pass through unchanged", async () => {
-    const conn = new pg.Client({ connectionString: db.url });
-    await conn.connect();
+    const conn = await connectClient(db.url);
     try {
       await conn.query("BEGIN");
       await conn.query("SELECT 1/0").catch(() => undefined);

@@ -2,12 +2,11 @@
 // alone (no psql), dropped after.
 
 import { readFile } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 
 import pg from "pg";
 
-/** The package's root: this file is dist/testlib/db.js. */
-export const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const RUNQ_SQL = fileURLToPath(new URL("../../../../sql/runq.sql", import.meta.url));
 
 export function serverUrl(): string {
@@ -24,36 +23,37 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
-/**
- * The statements of sql/runq.sql in the batches they must be sent in. The
- * file is its deploy scripts in plan order, each headed `-- ==== deploy/...`:
- * a script in BEGIN/COMMIT goes as one simple query (a multi-statement
- * query runs in one implicit transaction, which its own BEGIN/COMMIT
- * bracket). A script without is a CREATE INDEX CONCURRENTLY one, which may
- * not run in a transaction block, so its statements go one by one; those
- * scripts hold no quoting that could hide a semicolon, which is checked.
- */
-export function runqBatches(sql: string): string[] {
-  const scripts = sql.split(/^(?=-- ==== deploy\/)/m);
-  const batches: string[] = [];
-  for (const script of scripts) {
-    if (/^BEGIN;$/m.test(script)) {
-      batches.push(script);
-      continue;
-    }
-    const code = script.replace(/--.*$/gm, "");
-    if (/[$']/.test(code.replace(/'[^']*'/g, ""))) {
-      throw new Error(`cannot split a script with quoting it does not expect: ${script.slice(0, 80)}`);
-    }
-    for (const statement of code.split(/;\s*$/m)) {
-      if (statement.trim() !== "") batches.push(statement);
-    }
+// A test's connection lost between queries is logged, not an uncaught
+// exception that ends the test process: a query on it still fails the test.
+const logError = (error: Error): void => console.error("testlib: connection error:", error);
+
+/** A connected pg.Client with an 'error' listener. */
+export async function connectClient(connectionString: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString });
+  client.on("error", logError);
+  await client.connect();
+  return client;
+}
+
+/** A pg.Pool with an 'error' listener (for its idle connections). */
+export function newPool(config: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool(config);
+  pool.on("error", logError);
+  return pool;
+}
+
+async function onServer<T>(server: string, work: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = await connectClient(server);
+  try {
+    return await work(c);
+  } finally {
+    await c.end();
   }
-  return batches;
 }
 
 export interface TestDatabase {
   url: string;
+  /** Drops the database; fails if a test left a connection to it open. */
   drop(): Promise<void>;
 }
 
@@ -61,33 +61,33 @@ export interface TestDatabase {
 export async function createTestDatabase(label: string): Promise<TestDatabase> {
   const server = serverUrl();
   const name = `runq_ts_${label}_${process.pid}`;
-  const admin = new pg.Client({ connectionString: server });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
+  await onServer(server, async (c) => {
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await c.query(`CREATE DATABASE ${name}`);
+  });
   const url = withDatabase(server, name);
-  const db = new pg.Client({ connectionString: url });
-  await db.connect();
-  try {
-    await db.query("SET client_min_messages = warning");
-    for (const batch of runqBatches(await readFile(RUNQ_SQL, "utf8"))) await db.query(batch);
-  } finally {
-    await db.end();
-  }
+  // sql/runq.sql runs in a transaction block: one simple query, one implicit transaction.
+  const sql = await readFile(RUNQ_SQL, "utf8");
+  await onServer(url, async (c) => {
+    await c.query("SET client_min_messages = warning");
+    await c.query(sql);
+  });
   return {
     url,
-    async drop() {
-      const c = new pg.Client({ connectionString: server });
-      await c.connect();
-      try {
-        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await c.end();
+    drop: () => onServer(server, async (c) => {
+      // pool.end() resolves before its connections have closed: give their
+      // backends a moment to go, so that only a leaked one is forced out.
+      const others = async (): Promise<string[]> => (await c.query(
+        `SELECT coalesce(nullif(application_name, ''), 'pid ' || pid) AS who FROM pg_stat_activity
+          WHERE datname = $1 AND backend_type = 'client backend'`, [name])).rows.map((r) => r.who as string);
+      const until = Date.now() + 5_000;
+      let left = await others();
+      while (left.length > 0 && Date.now() < until) {
+        await sleep(20);
+        left = await others();
       }
-    },
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      if (left.length > 0) throw new Error(`${name} still had connections open: ${left.join(", ")}`);
+    }),
   };
 }

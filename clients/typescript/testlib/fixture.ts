@@ -7,7 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 
 import { Client } from "../src/index.js";
-import { createTestDatabase, type TestDatabase } from "./db.js";
+import { createTestDatabase, newPool, type TestDatabase } from "./db.js";
 
 export interface Fixture {
   readonly url: string;
@@ -22,8 +22,9 @@ export function databaseFixture(label: string): Fixture {
   before(async () => {
     db = await createTestDatabase(label);
     client = Client.connect(db.url, { max: 4 });
-    admin = new pg.Pool({ connectionString: db.url, max: 2 });
+    admin = newPool({ connectionString: db.url, max: 2 });
   });
+  // Every connection ends before the drop, which fails on one left open.
   after(async () => {
     await client?.close();
     await admin?.end();
