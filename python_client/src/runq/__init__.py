@@ -12,6 +12,7 @@ from runq.errors import (
     InvalidRunState,
     RunNotFound,
     RunqError,
+    RunStopped,
     SessionBusy,
 )
 from runq.types import (
@@ -46,6 +47,7 @@ __all__ = [
     "QueueStats",
     "Run",
     "RunNotFound",
+    "RunStopped",
     "RunqError",
     "Schedule",
     "SessionBusy",

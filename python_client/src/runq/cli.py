@@ -4,6 +4,9 @@ Every subcommand is one or a few calls of the runq SQL functions through
 :class:`runq.Client`. Output is an aligned table, or JSON with ``--json``.
 Exit status: 0 done, 1 runq refused (no such run, wrong state, ...) or the
 database refused, 2 usage or connection error. Errors are one line on stderr.
+Two subcommands run a service instead, with a parser of their own:
+``runq worker`` a worker pool (runq.worker), ``runq dashboard`` the web
+dashboard (runq.dashboard, an extra that may not be installed).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import logging
 import os
 import re
 import signal
@@ -28,8 +32,9 @@ import psycopg
 from runq.client import Client, json_text
 from runq.errors import RunqError
 from runq.types import Schedule, UsageRow
+from runq.worker import Slot, WorkerPool
 
-__all__ = ["main"]
+__all__ = ["main", "worker"]
 
 CLASS_NAMES = {0: "interactive", 10: "async", 20: "maintenance"}
 
@@ -412,13 +417,20 @@ def _delegate(module_name: str, what: str) -> Callable[[argparse.Namespace, list
         entry = getattr(module, "main", None)
         if not callable(entry):
             raise UsageError(f"{module_name} has no main(argv) to run")
-        argv = list(extra)
-        if args.database_url:
-            argv = ["--database-url", args.database_url, *argv]
-        result = entry(argv)
-        return result if isinstance(result, int) else 0
+        return _forward(entry, args, extra)
 
     return run
+
+
+def _forward(entry: Callable[[list[str]], Any], args: argparse.Namespace,
+             extra: list[str]) -> int:
+    """A subcommand with a parser of its own: its arguments, after the
+    database runq's own parser read."""
+    argv = list(extra)
+    if args.database_url:
+        argv = ["--database-url", args.database_url, *argv]
+    result = entry(argv)
+    return result if isinstance(result, int) else 0
 
 
 # -- entry point --------------------------------------------------------------
@@ -496,6 +508,59 @@ _positive_seconds = _argument(float, "a number", lambda v: v > 0, "more than 0")
 _positive_int = _argument(int, "a whole number", lambda v: v >= 1, "1 or more")
 _non_negative_days = _argument(float, "a number", lambda v: 0 <= v < 365_000,
                                "0 or more (and under 1000 years)")
+
+_non_negative_seconds = _argument(float, "a number", lambda v: v >= 0, "0 or more")
+
+
+# -- runq worker ----------------------------------------------------------------
+
+
+def _slot(text: str) -> Slot:
+    """``0,10:4`` -> Slot((0, 10), 4)."""
+    try:
+        classes, _, count = text.partition(":")
+        return Slot(tuple(int(c) for c in classes.split(",")), int(count or 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a slot is CLASSES[:COUNT], like 0,10:4; got {text!r}") from None
+
+
+def worker(argv: Sequence[str] | None = None) -> int:
+    """``runq worker MODULE``: a pool running the handlers MODULE.HANDLERS
+    (a mapping of run kind to handler, ``def`` or ``async def``) until
+    SIGTERM or SIGINT."""
+    ap = argparse.ArgumentParser(prog="runq worker", description=worker.__doc__)
+    ap.add_argument("module", help="module with HANDLERS = {kind: handler}")
+    ap.add_argument("--database-url", default=os.environ.get("RUNQ_DATABASE_URL"))
+    ap.add_argument("--slot", dest="slots", type=_slot, action="append",
+                    help="CLASSES[:COUNT], repeatable (default: 0:1 and 0,10,20:2)")
+    ap.add_argument("--lease", type=float, default=30.0, help="lease in seconds")
+    ap.add_argument("--poll", type=float, default=1.0, help="poll interval in seconds")
+    ap.add_argument("--sweep-every", type=_non_negative_seconds, default=5.0,
+                    help="0: do not sweep")
+    ap.add_argument("--tick-every", type=_non_negative_seconds, default=5.0,
+                    help="seconds between ticks of the schedules; 0: do not tick")
+    ap.add_argument("--grace", type=float, default=10.0, help="seconds to finish on shutdown")
+    ap.add_argument("--connections", type=int, default=4,
+                    help="connections the runs share (the pool holds 2 more)")
+    ap.add_argument("--worker-id")
+    opts = ap.parse_args(argv)
+    if not opts.database_url:
+        print("runq worker: no database: pass --database-url or set RUNQ_DATABASE_URL",
+              file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    sys.path.insert(0, os.getcwd())
+    handlers = importlib.import_module(opts.module).HANDLERS
+    pool = WorkerPool(opts.database_url, handlers,
+                      opts.slots or [Slot((0,), 1), Slot((0, 10, 20), 2)],
+                      lease=timedelta(seconds=opts.lease), poll_interval=opts.poll,
+                      sweep_interval=opts.sweep_every or None,
+                      tick_interval=opts.tick_every or None, grace=opts.grace,
+                      max_connections=opts.connections,
+                      **({"worker_id": opts.worker_id} if opts.worker_id else {}))
+    pool.run()
+    return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -591,7 +656,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("name", metavar="NAME")
     # no -h of its own: `runq worker -h` is the module's help
     sub.add_parser("worker", parents=[common], add_help=False,
-                   help="run a worker pool (runq.pool; see runq worker -h)")
+                   help="run a worker pool (runq.worker; see runq worker -h)")
     sub.add_parser("dashboard", parents=[common], add_help=False,
                    help="serve the web dashboard and /metrics (runq.dashboard, the extra "
                         "runq[dashboard]; see runq dashboard -h)")
@@ -615,7 +680,7 @@ _COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
 }
 
 _DELEGATED = {
-    "worker": _delegate("runq.pool", "the worker pool"),
+    "worker": lambda args, extra: _forward(worker, args, extra),
     "dashboard": _delegate("runq.dashboard", "the dashboard"),
 }
 

@@ -1,0 +1,110 @@
+"""Completions in batches (runq.complete_many): one batch on its way at a
+time, so a lone completion waits for nothing and a burst shares round trips."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from runq.client import _jsonb
+from runq.worker.links import BATCH, OutOfReach, on_client
+from runq.worker.log import log
+from runq.worker.state import Phase, RunState
+from runq.worker.waits import all_set
+
+if TYPE_CHECKING:
+    from runq.worker.core import Core
+
+# One row another session holds locked must not hold up every completion
+# behind it: the lock timeout is set for this statement only, and the batch
+# is then sent one by one. See heartbeats.HEARTBEAT_MANY for the form.
+COMPLETE_MANY = """SELECT c.run_id, c.completed
+  FROM (SELECT set_config('lock_timeout', %(lock_timeout)s, true) AS lock_timeout) AS s
+ CROSS JOIN LATERAL runq.complete_many(
+           CASE WHEN s.lock_timeout IS NOT NULL THEN %(run_ids)s::bigint[] END,
+           %(epochs)s::bigint[], %(results)s::jsonb[]) AS c"""
+
+
+@dataclass
+class Completion:
+    state: RunState
+    result: Any
+    answer: asyncio.Future[bool]
+
+
+class Completions:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.queue: asyncio.Queue[Completion] = asyncio.Queue()
+        # Runs completed one by one after their batch failed: cancelled at the end.
+        self.side_tasks: set[asyncio.Future[None]] = set()
+
+    async def complete(self, state: RunState, result: Any) -> bool:
+        # Queued, the run keeps its heartbeats: a batch may wait on a row lock.
+        state.phase = Phase.COMPLETING
+        answer: asyncio.Future[bool] = self.core.loop.create_future()
+        self.queue.put_nowait(Completion(state, result, answer))
+        return await asyncio.shield(answer)
+
+    async def loop(self) -> None:
+        # One batch on its way at a time: a completion that finds none waits
+        # for nothing; those that come meanwhile go together next.
+        while True:
+            batch = [await self.queue.get()]
+            while not self.queue.empty() and len(batch) < BATCH:
+                batch.append(self.queue.get_nowait())
+            await self.send(batch)
+
+    async def send(self, batch: list[Completion]) -> None:
+        # Their heartbeats stop here, and one already sent is waited out, so
+        # that no heartbeat lands after its run's completion.
+        for b in batch:
+            b.state.finish()
+        await all_set([b.state.not_beating for b in batch], self.core.lease)
+        try:
+            done = await self.core.db.persist(lambda conn: self.complete_many(conn, batch))
+        except OutOfReach as error:
+            for b in batch:
+                settle(b.answer, error=error)
+            return
+        except Exception as error:
+            # A locked row (lock timeout), or one element spoiled the batch (a
+            # result jsonb refuses, a purged run): each on its own, off this
+            # loop, so the error reaches its run only and nothing waits for it.
+            log.info("complete_many: %s; completing %d runs one by one", error, len(batch))
+            for b in batch:
+                task = asyncio.ensure_future(self.complete_one(b))
+                self.side_tasks.add(task)
+                task.add_done_callback(self.side_tasks.discard)
+            return
+        for b in batch:
+            settle(b.answer, done[b.state.run_id])
+
+    async def complete_many(self, conn: psycopg.AsyncConnection[Any],
+                            batch: list[Completion]) -> dict[int, bool]:
+        cur = await conn.execute(COMPLETE_MANY, {
+            "lock_timeout": self.core.lock_timeout,
+            "run_ids": [b.state.run_id for b in batch],
+            "epochs": [b.state.epoch for b in batch],
+            "results": [_jsonb(b.result) for b in batch]})
+        return dict(await cur.fetchall())
+
+    async def complete_one(self, b: Completion) -> None:
+        try:
+            settle(b.answer, await self.core.db.persist(on_client(
+                lambda c: c.complete(b.state.run_id, b.state.epoch, b.result))))
+        except Exception as error:
+            settle(b.answer, error=error)
+
+
+def settle(answer: asyncio.Future[bool], value: bool = False,
+           error: BaseException | None = None) -> None:
+    if answer.done():
+        return
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(value)
