@@ -7,7 +7,7 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 SET LOCAL search_path = pg_catalog, pg_temp;
 
--- The cron side of schedules (DESIGN.md "Schedules"): the rules of a cron
+-- The cron side of schedules (docs/contract.md "Schedules"): the rules of a cron
 -- expression, defined once, and the next slot of one in a time zone.
 --
 --   runq._cron_fields(argument, cron)   the expression parsed, or 22023

@@ -9,8 +9,8 @@ SET LOCAL statement_timeout = '10s';
 -- A SQL-standard body binds its names now, for good (deploy/argument_checks).
 SET LOCAL search_path = pg_catalog, pg_temp;
 
--- The slots of a schedule (DESIGN.md "Schedules"), for runq.create_schedule
--- and runq.tick:
+-- The slots of a schedule (docs/contract.md "Schedules"), for
+-- runq.create_schedule and runq.tick:
 --
 --   runq._every_slot(created_at, every, k)        created_at + k * every, in UTC
 --   runq._every_k(created_at, every, after)        the first k >= 1 after `after`

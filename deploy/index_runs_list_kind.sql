@@ -3,8 +3,8 @@
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
 
 -- runq.list_runs filtered by kind and status, newest first: one range of this
--- index per key, read backwards from before_run_id (DESIGN.md "The read-only
--- surface"). running runs take no entry: a claim writes none here, and
+-- index per key, read backwards from before_run_id (docs/contract.md
+-- "Observing the queue"). running runs take no entry: a claim writes none here, and
 -- list_runs finds them through runs_held_idx, bounded by the workers' slots.
 -- A submit and a finish each write one.
 --

@@ -3,7 +3,7 @@
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
 
 -- At most one non-terminal run per schedule, enforced by a constraint
--- (DESIGN.md "Schedules", 004's overlap guard), as runs_session_active_key
+-- (docs/contract.md "Schedules": the overlap guard), as runs_session_active_key
 -- does for a session: runq.tick inserts a slot's run ON CONFLICT on this
 -- index, so two ticks, or a tick and a redrive, can never give one schedule
 -- two live runs, whatever the code above them does. waiting_for_user holds

@@ -3,8 +3,8 @@
 
 BEGIN;
 
--- The read-only role of dashboards and metrics (DESIGN.md "The read-only
--- surface"): it is granted read functions and views only, so a login role
+-- The read-only role of dashboards and metrics (docs/contract.md "Observing
+-- the queue"): it is granted read functions and views only, so a login role
 -- that holds nothing else can change nothing.
 --
 -- Roles are cluster-wide: a second database in the same cluster deploys runq

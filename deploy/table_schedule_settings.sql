@@ -14,7 +14,7 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- One row per schedule, written by runq.create_schedule and runq.drop_schedule
--- and advanced by runq.tick (DESIGN.md "Schedules"); runq.schedules is the
+-- and advanced by runq.tick (docs/contract.md "Schedules"); runq.schedules is the
 -- view of it. The run fields (tenant_id .. timeout) are what each run the
 -- schedule creates gets, as runq.submit would store them; every column a run
 -- takes over has the domain of its runs column, so a schedule cannot hold a

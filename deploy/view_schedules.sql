@@ -9,8 +9,8 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- paused: one probe of pause_settings' primary key per schedule.
--- SELECT for runq_admin; DESIGN.md also names runq_observer, a role not yet
--- in the plan: its grant belongs to the change that creates it.
+-- SELECT for runq_admin; runq_observer's grant comes later in the plan, with
+-- that role (grants_runq_observer).
 CREATE VIEW runq.schedules AS
 SELECT s.name::text AS name, s.tenant_id::text AS tenant_id, s.kind::text AS kind,
        s.cron, s.every::interval AS every, s.timezone, s.next_slot, s.last_slot, s.last_run_id,

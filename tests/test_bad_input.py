@@ -1,6 +1,6 @@
 """Bad input: every public runq function, called the way a careless
 or hostile client would call it, answers with the documented SQLSTATE (22023
-for a bad argument, RQ003 for an unknown run; DESIGN.md "Errors") and a
+for a bad argument, RQ003 for an unknown run; docs/contract.md "Errors") and a
 message naming the parameter and the value, and changes nothing: an md5 of
 every runq table's ordered rows is the same before and after.
 
@@ -160,7 +160,7 @@ def accepted(id: str, sql: str, needs: str = "", check: str | None = None,
 # Every public function: its arguments with a valid value each, whether NULL is
 # a valid value (an optional argument whose NULL means "none" or "the
 # default"), and the run it needs. An explicit NULL for a defaulted jsonb
-# argument is refused (DESIGN.md, "Also 22023").
+# argument is refused (docs/contract.md, "Arguments").
 SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
     ("submit", "", [
         ("tenant_id", "text", "'bad-t'", False),
@@ -448,7 +448,7 @@ VALUE_CASES: list[Case] = [
                         ("message-number", '{"code": "x", "message": 2}'),
                         ("json-null", "null")]],
     # question, state, input and outcome are any JSON value but SQL NULL
-    # (DESIGN.md "jsonb arguments"): other kinds, JSON null included, are kept.
+    # (docs/contract.md "Arguments"): other kinds, JSON null included, are kept.
     accepted("ask-user-question-string", *v("ask_user", question="'\"which one?\"'"),
              check="SELECT question = '\"which one?\"' FROM runq.runs WHERE run_id = %(r)s"),
     accepted("checkpoint-state-array", *v("checkpoint", state="'[1, [2], {\"3\": 4}]'"),

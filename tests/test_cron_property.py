@@ -1,5 +1,5 @@
 """runq._cron_next against two references, over generated cron expressions,
-time zones and instants (DESIGN.md "Schedules").
+time zones and instants (docs/contract.md "Schedules").
 
 The expressions are built from the grammar runq accepts: five fields, each
 `*` or a list of values, ranges and `*`, each with an optional /step; month
@@ -14,7 +14,7 @@ The references:
   (it fires a repeated `*/15` hour twice, say), so it is the reference only
   where no clock change lies between `after` and the answer: always in UTC
   and the fixed-offset zones, away from transitions in the others.
-- An oracle written here from DESIGN.md's rules alone, by brute force: every
+- An oracle written here from the contract's rules alone, by brute force: every
   local minute of every local day that matches, each local time read in the
   zone with zoneinfo (no occurrence: skipped; two: the first), the earliest
   that is after `after`. It is the reference everywhere, around transitions
@@ -214,7 +214,7 @@ def first_occurrence(local: dt.datetime, tz: ZoneInfo) -> dt.datetime | None:
 
 
 def oracle(expr: Expression, zone: str, after: dt.datetime) -> dt.datetime | None:
-    """DESIGN.md's rules by brute force: every local minute of every matching
+    """The contract's rules by brute force: every local minute of every matching
     local day from the one before `after`'s, read in the zone."""
     tz = ZoneInfo(zone)
     start = after.astimezone(tz).date() - dt.timedelta(days=1)

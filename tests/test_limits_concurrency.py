@@ -1,6 +1,6 @@
 """Concurrency limits and pauses under many threads, on a real server.
 
-The rule (DESIGN.md v0.2, "Concurrency limits"): no interleaving of claims
+The rule (docs/contract.md, "Concurrency limits"): no interleaving of claims
 ever lets a tenant's (or a kind's) running count exceed its limit, and a run
 skipped for a limit keeps its place and is run once its key has room.
 

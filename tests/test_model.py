@@ -1,5 +1,5 @@
 """The model check: a Hypothesis state machine against a small
-pure-Python model of DESIGN.md, on a real database.
+pure-Python model of docs/contract.md, on a real database.
 
 Each step calls one of runq's public functions: submit (with idempotency keys;
 routed to a session's waiting run), claim (sometimes by kind: only runs of the
@@ -30,22 +30,21 @@ and epoch; per run, the count of every event type (a double terminal
 transition, a second run.fenced for one epoch, a missing event all show); and
 the idempotency keys. So a rejected call that changed something shows too.
 
-Where DESIGN.md is silent the model follows what the implementation chose, as
-an experienced user would expect it: claim order within a class is
-coalesce(scheduled_for, created_at), then run_id (River's scheduled_at order,
-STYLE.md), with or without kinds; a worker call under an epoch the run never
-had (negative, or above its current epoch) answers false, changes nothing and
-logs nothing, not even run.fenced, while one the run had and lost (0 included,
-also on a run never claimed) logs its one run.fenced; one sweep decides a run
-once (a run it requeues is not also expired by queue_ttl in that sweep); bad
-arguments are refused (22023) before the fence, and the fence before
-end_tool's "never began" 22023; begin_tool may reuse the call_id of a
-retryable or uncertain call, or of a started one in the same epoch (else
-RQ004); calls left started are resolved (retryable or uncertain) whenever a
-lease ends by expiry, release or a worker observing the cancel, not by
-complete, fail or ask_user; redrive clears scheduled_for and the cancel flag
-and opens a fresh queue_ttl window; a second cancel of a running run answers
-cancel_requested and logs nothing.
+The model keeps the contract's finer rules too, those a reader might have
+guessed otherwise: claim order within a class is coalesce(scheduled_for,
+created_at), then run_id ("Claim order"), with or without kinds; a worker call
+under an epoch the run never had (negative, or above its current epoch)
+answers false, changes nothing and logs nothing, not even run.fenced, while
+one the run had and lost (0 included, also on a run never claimed) logs its
+one run.fenced; one sweep decides a run once (a run it requeues is not also
+expired by queue_ttl in that sweep); bad arguments are refused (22023) before
+the fence, and the fence before end_tool's "never began" 22023; begin_tool may
+reuse the call_id of a retryable or uncertain call, or of a started one in the
+same epoch (else RQ004); calls left started are resolved (retryable or
+uncertain) whenever a lease ends by expiry, release or a worker observing the
+cancel, not by complete, fail or ask_user; redrive clears scheduled_for and
+the cancel flag and opens a fresh queue_ttl window; a second cancel of a
+running run answers cancel_requested and logs nothing.
 
 A failure's message shows the example as a numbered story of calls and
 answers. 200 examples of 30 steps in CI; RUNQ_SOAK=1 runs 5,000 of 50.

@@ -1,8 +1,8 @@
 """The race gate, and a worker paused past its lease.
 
-The race gate (ADR "The Postgres run queue, leases, and recovery": two workers
+The race gate (docs/contract.md, "Leases, epochs and fencing"): two workers
 racing on one run, with the sweeper's reclaim interval driven to zero, must end
-with one committing its transitions and the other writing nothing).
+with one committing its transitions and the other writing nothing.
 
 Shape: LANES lanes run side by side so that many runs are in flight. A lane
 owns one priority class and two workers (separate connections, real threads);

@@ -1,4 +1,4 @@
-"""Static SQL only (STYLE.md "Static SQL only"): no deploy script may
+"""Static SQL only (CONTRIBUTING.md "Static SQL only"): no deploy script may
 EXECUTE a built string. plpgsql_check can check a static statement and
 PL/pgSQL caches its plan; a string built with format() or || is checked by
 nobody, planned on every call and is where SQL injection lives.

@@ -1,4 +1,4 @@
--- The public surface: every function of DESIGN.md exists with the
+-- The public surface: every function of docs/contract.md exists with the
 -- contract's argument names, types and defaults and its result columns, is
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
@@ -48,7 +48,7 @@ INSERT INTO contract VALUES
     ('complete_many', ARRAY['bigint[]', 'bigint[]', 'jsonb[]'],
      'run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]',
      'TABLE(run_id bigint, completed boolean)'),
-    -- beyond DESIGN.md: one round trip and one transaction a cycle
+    -- complete_and_claim: one round trip and one transaction a cycle
     ('complete_and_claim',
      ARRAY['bigint', 'bigint', 'jsonb', 'integer[]', 'text', 'interval', 'integer', 'text[]', 'boolean'],
      'run_id bigint, epoch bigint, result jsonb, classes integer[], worker_id text DEFAULT NULL::text, '
@@ -79,10 +79,10 @@ INSERT INTO contract VALUES
     ('usage_report', ARRAY['timestamp with time zone', 'timestamp with time zone'],
      'since timestamp with time zone, until timestamp with time zone DEFAULT NULL::timestamp with time zone',
      'TABLE(tenant_id text, kind text, runs bigint, usage jsonb)'),
-    -- beyond DESIGN.md: the CLI's `runq failed` needs the dead letter as a
+    -- dead_letter: the CLI's `runq failed` needs the dead letter as a
     -- function, since clients reach no table directly
     ('dead_letter', ARRAY['integer'], 'max_runs integer DEFAULT 100', 'SETOF runq.run_info'),
-    -- beyond DESIGN.md: runq never deletes a run by itself, and operators
+    -- purge: runq never deletes a run by itself, and operators
     -- reach no table, so old finished runs leave through this function
     ('purge', ARRAY['interval', 'integer', 'boolean'],
      'older_than interval, max_runs integer DEFAULT 1000, include_failed boolean DEFAULT false', 'bigint'),

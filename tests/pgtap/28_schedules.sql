@@ -53,7 +53,7 @@ $$;
 -- ---------------------------------------------------------------------------
 SELECT has_function('runq', 'create_schedule',
     ARRAY['text', 'text', 'text', 'text', 'interval', 'jsonb', 'integer', 'text', 'integer', 'text', 'interval', 'interval'],
-    'runq.create_schedule exists with the signature of DESIGN.md');
+    'runq.create_schedule exists with the signature of the contract');
 SELECT has_function('runq', 'drop_schedule', ARRAY['text'], 'runq.drop_schedule(text) exists');
 SELECT has_function('runq', 'tick', ARRAY['integer'], 'runq.tick(integer) exists');
 SELECT is_definer('runq', 'create_schedule',
@@ -69,7 +69,7 @@ SELECT is(
     ARRAY['name text', 'tenant_id text', 'kind text', 'cron text', 'every interval', 'timezone text',
           'next_slot timestamp with time zone', 'last_slot timestamp with time zone', 'last_run_id bigint',
           'paused boolean'],
-    'runq.schedules: the columns of DESIGN.md, in order');
+    'runq.schedules: the columns of the contract, in order');
 SELECT is((SELECT pg_catalog.array_agg(p.parameter_name::text ORDER BY p.ordinal_position)
              FROM information_schema.parameters AS p
              JOIN information_schema.routines AS r ON r.specific_name = p.specific_name

@@ -1,6 +1,7 @@
--- runq.sweep: for each running run whose lease expired, the five
--- rules of DESIGN.md in order (cancel requested, attempts exhausted, policy
--- fail, policy zero_work, policy resume), with the resulting status, failure,
+-- runq.sweep: for each running run whose lease expired, the lease-expiry
+-- rules of docs/contract.md "Recovery" in order (cancel requested, attempts
+-- exhausted, policy fail, policy zero_work, policy resume; the deadline's rule
+-- is 26_deadlines.sql's), with the resulting status, failure,
 -- events, attempts and scheduled_for; the resume backoff (grows, is capped);
 -- tool calls left started resolved to retryable or uncertain and seen by the
 -- next claim, which resumes from the newest checkpoint; max_runs; roles.
