@@ -14,8 +14,8 @@ SET LOCAL statement_timeout = '10s';
 -- fresh attempt budget, log it, wake a worker. The run keeps its created_at,
 -- so it goes to the front of its class: a user is waiting on it.
 --
--- Reworked after v0.1.3: the run is admitted or parked when limits or
--- pauses are set (runq._requeued, deploy/admission.sql).
+-- The run is admitted or parked when limits or pauses are set
+-- (runq._requeued, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamptz)
     RETURNS void
     LANGUAGE sql

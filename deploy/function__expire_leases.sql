@@ -25,8 +25,8 @@ SET LOCAL statement_timeout = '10s';
 -- A release gives back the attempt its claim took. Tool calls the dead epoch
 -- left 'started' are resolved first, whatever the outcome.
 --
--- Reworked after v0.1.3: the runs it moves call the admission functions
--- when limits or pauses are set (deploy/admission.sql).
+-- The runs it moves call the admission functions when limits or pauses are
+-- set (deploy/admission.sql).
 -- A run past its deadline fails (deploy/stop_failures.sql).
 CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
     RETURNS TABLE(run_id bigint, action text)

@@ -28,14 +28,14 @@ SET LOCAL statement_timeout = '10s';
 -- Epochs only grow and a run never returns to 'running' under an old epoch, so
 -- the state read here cannot turn back into a match.
 --
--- Reworked for v0.2: before, a negative epoch raised 23514 (runq.epoch's
--- check, on the event) and an epoch above the current one was logged.
+-- A negative epoch could not be logged anyway: runq.epoch's check on the
+-- event would raise 23514.
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, a NULL epoch by runq._bad_argument.
+-- A NULL or missing run is reported by runq._run_not_found, a NULL epoch by
+-- runq._bad_argument.
 --
--- Reworked after v0.1.3: a run it cancels hands its slot on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- A run it cancels hands its slot on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
     RETURNS boolean
     LANGUAGE plpgsql

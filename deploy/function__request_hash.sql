@@ -11,11 +11,12 @@ SET LOCAL statement_timeout = '10s';
 -- as epoch seconds, not as text (which would follow TimeZone/IntervalStyle),
 -- and jsonb's text form has a canonical key order.
 --
--- Reworked after v0.1.3: it covers budget and timeout too, appended to the
--- array only when either is given, so a request without them hashes exactly
--- as before and a key stored by v0.1 still recognises its retry. A new
--- signature: the old one is dropped.
--- Internal, called by runq.submit alone, which is reworked after this.
+-- It covers budget and timeout too, appended to the array only when either
+-- is given, so a request without them hashes as it did before the hash knew
+-- them, and a key stored with that hash still recognises its retry. They
+-- extend the signature: the one without them is dropped.
+-- Internal, and called by runq.submit alone, whose change comes right after
+-- this one in the plan.
 -- squawk-ignore ban-drop-function
 DROP FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval);
 CREATE FUNCTION runq._request_hash(

@@ -18,12 +18,11 @@ SET LOCAL statement_timeout = '10s';
 -- session, or runq.deliver_input) resumes this run rather than starting one.
 -- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
 --
--- Reworked after v0.1.2: its arguments are checked by the shared checks of
--- argument_checks.
+-- Its arguments are checked by the shared checks of argument_checks.
 --
--- Reworked after v0.1.3: a run that leaves its slot hands it on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
--- Past the run's deadline it fails the run instead (runq._refuse).
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql). Past the run's deadline it fails
+-- the run instead (runq._refuse).
 CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
     RETURNS boolean
     LANGUAGE plpgsql

@@ -21,11 +21,10 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 (bad arguments), RQ003, RQ004 (call already finished or
 -- started by another epoch); false when fenced or cancelled.
 --
--- Reworked after v0.1.2: the arguments are checked by the shared checks of
--- argument_checks.
+-- The arguments are checked by the shared checks of argument_checks.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.begin_tool(
     run_id       bigint,
     epoch        bigint,

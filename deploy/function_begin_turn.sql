@@ -16,8 +16,8 @@ SET LOCAL statement_timeout = '10s';
 -- charged someone and is never silently run again.
 -- Raises RQ003; false when fenced or cancelled.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 -- And the budget gate: once a total of the run's usage has reached its
 -- budget, the call fails the run (budget_exhausted) instead of counting a turn.
 CREATE OR REPLACE FUNCTION runq.begin_turn(run_id bigint, epoch bigint)

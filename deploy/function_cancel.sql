@@ -16,11 +16,11 @@ SET LOCAL statement_timeout = '10s';
 -- worker's next heartbeat (or other fenced write) turns into 'cancelled' — the
 -- queue cannot interrupt a worker on another machine. Raises RQ003.
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 --
--- Reworked after v0.1.3: an admitted queued run it cancels hands its slot on
--- when a concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- An admitted queued run it cancels hands its slot on when a concurrency
+-- limit is set (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL)
     RETURNS text
     LANGUAGE plpgsql

@@ -17,11 +17,10 @@ SET LOCAL statement_timeout = '10s';
 -- is not indexed), stores the state and logs run.checkpointed.
 -- Raises 22023 (NULL state), RQ003; false when fenced or cancelled.
 --
--- Reworked after v0.1.2: its arguments are checked by the shared checks of
--- argument_checks.
+-- Its arguments are checked by the shared checks of argument_checks.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb)
     RETURNS boolean
     LANGUAGE plpgsql

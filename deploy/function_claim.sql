@@ -30,12 +30,12 @@ SET LOCAL statement_timeout = '10s';
 -- its newest checkpoint (one key lookup) and the inputs delivered after it,
 -- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
 --
--- Reworked after v0.1.2: the arguments are tested by the shared predicates
--- and, when one fails, named by the shared checks of argument_checks,
--- instead of by rules written out twice. Same plan; the messages read as
+-- The arguments are tested by the shared predicates, which the planner
+-- inlines, and only when one fails named by the shared checks of
+-- argument_checks: each rule is written once, and the messages read as
 -- every other 22023 does.
 --
--- Reworked after v0.1.3: it takes admitted runs only (NOT parked), from
+-- It takes admitted runs only (NOT parked), from
 -- runs_claimable_idx and runs_claimable_kind_idx, where a run parked for a
 -- concurrency limit or a pause has no entry. That is all the claim does for
 -- limits and pauses: every admitted run may be taken without exceeding one

@@ -15,8 +15,8 @@ SET LOCAL statement_timeout = '10s';
 -- event. Applies even when cancel was requested: the work is done, and the
 -- log should say so. Raises RQ003; returns false when fenced.
 --
--- Reworked after v0.1.3: a run that leaves its slot hands it on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql

@@ -16,8 +16,8 @@ SET LOCAL statement_timeout = '10s';
 -- runq._answer_batch answers the elements as runq.complete would. unnest pads
 -- a NULL results with NULLs: a NULL result for each run, as complete's default.
 --
--- Reworked after v0.1.3: runs that leave their slots hand them on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- Runs that leave their slots hand them on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
     RETURNS TABLE(run_id bigint, completed boolean)
     LANGUAGE plpgsql

@@ -17,10 +17,10 @@ SET LOCAL statement_timeout = '10s';
 -- partial runs_dead_letter_idx, newest failure first.
 -- Raises 22023 (max_runs NULL or below 1).
 --
--- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+-- max_runs is checked by runq._check_count.
 --
--- Reworked after v0.1.3: its rows end with the run's usage totals, budget
--- and deadline (runq.run_info gained them); the totals from runq.run_usage.
+-- Its rows end with the run's usage totals, budget and deadline (the last
+-- columns of runq.run_info); the totals come from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql

@@ -16,8 +16,8 @@ SET LOCAL statement_timeout = '10s';
 -- message (the code when absent), attempt, epoch and at.
 -- Raises 22023 (failure not an object with a string code), RQ003.
 --
--- Reworked after v0.1.3: a run that leaves its slot hands it on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb)
     RETURNS boolean
     LANGUAGE plpgsql

@@ -15,11 +15,11 @@ SET LOCAL statement_timeout = '10s';
 
 -- Called by submitters and operators; reads one row. Raises RQ003.
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 --
--- Reworked after v0.1.3: its rows end with the run's usage totals, budget
--- and deadline (runq.run_info gained them); the totals from runq.run_usage.
+-- Its rows end with the run's usage totals, budget and deadline (the last
+-- columns of runq.run_info); the totals come from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.get_run(run_id bigint)
     RETURNS runq.run_info
     LANGUAGE plpgsql

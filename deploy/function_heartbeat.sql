@@ -14,8 +14,8 @@ SET LOCAL statement_timeout = '10s';
 -- refuses, runq._refuse answers: RQ003, cancellation (cancel was requested)
 -- or run.fenced. Never raises for being fenced.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.heartbeat(run_id bigint, epoch bigint)
     RETURNS boolean
     LANGUAGE plpgsql

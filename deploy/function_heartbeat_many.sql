@@ -15,8 +15,8 @@ SET LOCAL statement_timeout = '10s';
 -- locked by no other worker's batch (only the epoch holder's elements match),
 -- so batches do not deadlock.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[])
     RETURNS TABLE(run_id bigint, alive boolean)
     LANGUAGE plpgsql

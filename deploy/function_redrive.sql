@@ -19,14 +19,14 @@ SET LOCAL statement_timeout = '10s';
 -- when the session has another active run, and that becomes RQ002.
 -- Raises RQ002, RQ003, RQ004 (not failed).
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 --
--- Reworked after v0.1.3: the run is admitted or parked when limits or
--- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
+-- The run is admitted or parked when limits or pauses are set
+-- (runq._requeued, deploy/admission.sql); a run that failed
 -- deadline_exceeded, or whose deadline has passed, gets a fresh window.
 --
--- Reworked for schedules: a run a schedule created is refused while that
+-- A run a schedule created is refused while that
 -- schedule has another non-terminal run, by runs_schedule_active_key as the
 -- session's run is by runs_session_active_key; the unique violation names
 -- its index, and the RQ002 names the schedule and its live run.

@@ -30,17 +30,16 @@ SET LOCAL statement_timeout = '10s';
 --      a concurrent submit that won the session makes this one RQ002.
 -- Raises 22023 for bad arguments, RQ001, RQ002. Notifies channel runq.
 --
--- Reworked after v0.1.2: the arguments are checked by the shared checks of
--- argument_checks. Reworked after v0.1.0, when runq.purge began to delete
--- keys: a key deleted between the insert that met it and the read of it is
--- taken again, instead of answering 'duplicate' with no run.
+-- The arguments are checked by the shared checks of argument_checks.
+-- runq.purge deletes keys: a key deleted between the insert that met it and
+-- the read of it is taken again, instead of answering 'duplicate' with no run.
 --
--- Reworked after v0.1.3: budget and timeout, appended with defaults so every
--- v0.1 call (by name or by position) still means what it meant, and both in
--- the request hash. A new signature: the old one is dropped (with its grants).
--- What squawk warns of, a client broken by the drop, cannot happen here:
--- every v0.1 call, positional or named, resolves to the new one through the
--- defaults.
+-- budget and timeout come last, with defaults, so that a call without them
+-- (by name or by position) means what a call of the signature without them
+-- meant; both enter the request hash. That signature is dropped (with its
+-- grants). What squawk warns of, a client broken by the drop, cannot happen
+-- here: every call without them, positional or named, resolves to this one
+-- through the defaults.
 -- squawk-ignore ban-drop-function
 DROP FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval);
 CREATE FUNCTION runq.submit(

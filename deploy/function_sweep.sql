@@ -23,9 +23,9 @@ SET LOCAL statement_timeout = '10s';
 -- waiting runs past their deadline, then queued runs past their queue_ttl.
 -- Raises 22023 (max_runs NULL or below 1).
 --
--- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+-- max_runs is checked by runq._check_count.
 --
--- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
+-- It ends with runq._rebalance(false), the backstop
 -- of the admissions (deploy/admission.sql), and an admitted run it expires
 -- hands its slot on. It fails runs past their deadline (deadline_exceeded),
 -- in any status not terminal. Running runs past their deadline are found in

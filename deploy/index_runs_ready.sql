@@ -2,10 +2,9 @@
 -- requires: function_claim
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.runs until the index's users finish; reads and writes go on.
 
--- Reworked after v0.1.3: runs_ready_idx is dropped. The claim reads runs_claimable_idx
--- since (the same, without the parked runs), and nothing else needs this
--- order; every submit, requeue and hand-on paid an entry here, and every
--- claim left one dead.
+-- runs_ready_idx is dropped. The claim reads runs_claimable_idx (the same,
+-- without the parked runs), and nothing else needs this order; every submit,
+-- requeue and hand-on would pay an entry here, and every claim leave one dead.
 --
 -- No BEGIN/COMMIT: DROP INDEX CONCURRENTLY cannot run in a transaction. What
 -- it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which no writer conflicts

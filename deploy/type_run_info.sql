@@ -8,10 +8,10 @@ BEGIN;
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
--- A run's cost and time, after finished_at (the contract appends new columns
--- so that every v0.1 reader of the first ones still works). No table has a
--- column of this type, so nothing is rewritten; get_run and dead_letter are
--- reworked to fill them (their next changes).
+-- A run's cost and time, after finished_at (the contract appends columns at
+-- the end, so that every reader of the first ones still works). No table has
+-- a column of this type, so nothing is rewritten; get_run and dead_letter
+-- fill them (their changes come next in the plan).
 ALTER TYPE runq.run_info
     ADD ATTRIBUTE usage jsonb,
     ADD ATTRIBUTE budget jsonb,

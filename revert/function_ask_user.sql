@@ -17,8 +17,7 @@ SET LOCAL statement_timeout = '10s';
 -- session, or runq.deliver_input) resumes this run rather than starting one.
 -- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
 --
--- Reworked after v0.1.2: its arguments are checked by the shared checks of
--- argument_checks.
+-- Its arguments are checked by the shared checks of argument_checks.
 CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
     RETURNS boolean
     LANGUAGE plpgsql

@@ -16,8 +16,8 @@ SET LOCAL statement_timeout = '10s';
 -- worker's next heartbeat (or other fenced write) turns into 'cancelled' — the
 -- queue cannot interrupt a worker on another machine. Raises RQ003.
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL)
     RETURNS text
     LANGUAGE plpgsql

@@ -25,9 +25,9 @@ SET LOCAL statement_timeout = '10s';
 -- its newest checkpoint (one key lookup) and the inputs delivered after it,
 -- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
 --
--- Reworked after v0.1.2: the arguments are tested by the shared predicates
--- and, when one fails, named by the shared checks of argument_checks,
--- instead of by rules written out twice. Same plan; the messages read as
+-- The arguments are tested by the shared predicates, which the planner
+-- inlines, and only when one fails named by the shared checks of
+-- argument_checks: each rule is written once, and the messages read as
 -- every other 22023 does.
 -- The result type of v0.1.3 (without deadline, budget and usage): dropped
 -- and created again.

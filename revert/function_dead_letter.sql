@@ -15,7 +15,7 @@ SET LOCAL statement_timeout = '10s';
 -- partial runs_dead_letter_idx, newest failure first.
 -- Raises 22023 (max_runs NULL or below 1).
 --
--- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+-- max_runs is checked by runq._check_count.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql

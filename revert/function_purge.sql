@@ -30,15 +30,15 @@ SET LOCAL statement_timeout = '10s';
 -- statement: the foreign keys into runs are NO ACTION, checked at its end.
 --
 -- Two paths can meet a run while it is purged. A submit repeating its
--- idempotency key: submit was reworked with this change to take a purged key
--- again. A stale worker's write, which logs run.fenced: run_events has no
--- foreign key (a hot-path cost), so such an event can commit after its run
--- is gone; each purge also deletes those orphans, found through the small
--- run_events_fenced_key, rather than make the fenced path lock the run.
+-- idempotency key: submit takes a key purged between its insert and its
+-- read again (deploy/function_submit.sql). A stale worker's write, which
+-- logs run.fenced: run_events has no foreign key (a hot-path cost), so
+-- such an event can commit after its run is gone; each purge also deletes
+-- those orphans, found through the small run_events_fenced_key, rather
+-- than make the fenced path lock the run.
 -- Raises 22023 for bad arguments.
 --
--- Reworked after v0.1.2: the arguments are checked by the shared checks of
--- argument_checks.
+-- The arguments are checked by the shared checks of argument_checks.
 CREATE OR REPLACE FUNCTION runq.purge(
     older_than     interval,
     max_runs       integer DEFAULT 1000,

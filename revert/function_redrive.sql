@@ -16,8 +16,8 @@ SET LOCAL statement_timeout = '10s';
 -- when the session has another active run, and that becomes RQ002.
 -- Raises RQ002, RQ003, RQ004 (not failed).
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql

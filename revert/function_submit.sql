@@ -27,10 +27,9 @@ SET LOCAL statement_timeout = '10s';
 --      a concurrent submit that won the session makes this one RQ002.
 -- Raises 22023 for bad arguments, RQ001, RQ002. Notifies channel runq.
 --
--- Reworked after v0.1.2: the arguments are checked by the shared checks of
--- argument_checks. Reworked after v0.1.0, when runq.purge began to delete
--- keys: a key deleted between the insert that met it and the read of it is
--- taken again, instead of answering 'duplicate' with no run.
+-- The arguments are checked by the shared checks of argument_checks.
+-- runq.purge deletes keys: a key deleted between the insert that met it and
+-- the read of it is taken again, instead of answering 'duplicate' with no run.
 DROP FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval);
 CREATE FUNCTION runq.submit(
     tenant_id        text,

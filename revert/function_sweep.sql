@@ -20,7 +20,7 @@ SET LOCAL statement_timeout = '10s';
 -- through runq._expire_leases), then queued runs past their queue_ttl.
 -- Raises 22023 (max_runs NULL or below 1).
 --
--- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+-- max_runs is checked by runq._check_count.
 CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql

@@ -4958,8 +4958,8 @@ SET LOCAL statement_timeout = '10s';
 
 -- Called by submitters and operators; reads a run's event log. Raises RQ003.
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.run_events(run_id bigint)
     RETURNS SETOF runq.run_event
     LANGUAGE plpgsql
@@ -5007,8 +5007,8 @@ SET LOCAL statement_timeout = '10s';
 -- Called by workers resuming a run (which calls are retryable, which are
 -- uncertain) and by operators. Reads only. Raises RQ003.
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.tool_calls(run_id bigint)
     RETURNS TABLE(call_id text, tool text, idempotency text, status text, epoch bigint,
                   args jsonb, outcome jsonb, started_at timestamptz, finished_at timestamptz)
@@ -5147,8 +5147,8 @@ SET LOCAL statement_timeout = '10s';
 -- Called by submitters answering a run's question. Locks the run. Raises
 -- 22023 (NULL input), RQ003 (no such run), RQ004 (not waiting_for_user).
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.deliver_input(run_id bigint, input jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -5451,8 +5451,7 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 (NULL outcome, a call_id the run never began), RQ003, RQ004
 -- (the call is not 'started'); false when fenced.
 --
--- Reworked after v0.1.2: its arguments are checked by the shared checks of
--- argument_checks.
+-- Its arguments are checked by the shared checks of argument_checks.
 CREATE OR REPLACE FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -7602,12 +7601,12 @@ SET LOCAL statement_timeout = '10s';
 -- its newest checkpoint (one key lookup) and the inputs delivered after it,
 -- once locked. Raises 22023 for bad arguments. Zero rows when nothing is ready.
 --
--- Reworked after v0.1.2: the arguments are tested by the shared predicates
--- and, when one fails, named by the shared checks of argument_checks,
--- instead of by rules written out twice. Same plan; the messages read as
+-- The arguments are tested by the shared predicates, which the planner
+-- inlines, and only when one fails named by the shared checks of
+-- argument_checks: each rule is written once, and the messages read as
 -- every other 22023 does.
 --
--- Reworked after v0.1.3: it takes admitted runs only (NOT parked), from
+-- It takes admitted runs only (NOT parked), from
 -- runs_claimable_idx and runs_claimable_kind_idx, where a run parked for a
 -- concurrency limit or a pause has no entry. That is all the claim does for
 -- limits and pauses: every admitted run may be taken without exceeding one
@@ -7861,9 +7860,9 @@ SET LOCAL statement_timeout = '10s';
 -- waiting runs past their deadline, then queued runs past their queue_ttl.
 -- Raises 22023 (max_runs NULL or below 1).
 --
--- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+-- max_runs is checked by runq._check_count.
 --
--- Reworked after v0.1.3: it ends with runq._rebalance(false), the backstop
+-- It ends with runq._rebalance(false), the backstop
 -- of the admissions (deploy/admission.sql), and an admitted run it expires
 -- hands its slot on. It fails runs past their deadline (deadline_exceeded),
 -- in any status not terminal. Running runs past their deadline are found in
@@ -8040,8 +8039,8 @@ SET LOCAL statement_timeout = '10s';
 -- event. Applies even when cancel was requested: the work is done, and the
 -- log should say so. Raises RQ003; returns false when fenced.
 --
--- Reworked after v0.1.3: a run that leaves its slot hands it on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -8117,8 +8116,8 @@ SET LOCAL statement_timeout = '10s';
 -- runq._answer_batch answers the elements as runq.complete would. unnest pads
 -- a NULL results with NULLs: a NULL result for each run, as complete's default.
 --
--- Reworked after v0.1.3: runs that leave their slots hand them on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- Runs that leave their slots hand them on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
     RETURNS TABLE(run_id bigint, completed boolean)
     LANGUAGE plpgsql
@@ -8195,8 +8194,8 @@ SET LOCAL statement_timeout = '10s';
 -- message (the code when absent), attempt, epoch and at.
 -- Raises 22023 (failure not an object with a string code), RQ003.
 --
--- Reworked after v0.1.3: a run that leaves its slot hands it on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -8274,12 +8273,11 @@ SET LOCAL statement_timeout = '10s';
 -- session, or runq.deliver_input) resumes this run rather than starting one.
 -- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
 --
--- Reworked after v0.1.2: its arguments are checked by the shared checks of
--- argument_checks.
+-- Its arguments are checked by the shared checks of argument_checks.
 --
--- Reworked after v0.1.3: a run that leaves its slot hands it on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
--- Past the run's deadline it fails the run instead (runq._refuse).
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql). Past the run's deadline it fails
+-- the run instead (runq._refuse).
 CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -8352,11 +8350,11 @@ SET LOCAL statement_timeout = '10s';
 -- worker's next heartbeat (or other fenced write) turns into 'cancelled' — the
 -- queue cannot interrupt a worker on another machine. Raises RQ003.
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 --
--- Reworked after v0.1.3: an admitted queued run it cancels hands its slot on
--- when a concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- An admitted queued run it cancels hands its slot on when a concurrency
+-- limit is set (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL)
     RETURNS text
     LANGUAGE plpgsql
@@ -8452,14 +8450,14 @@ SET LOCAL statement_timeout = '10s';
 -- Epochs only grow and a run never returns to 'running' under an old epoch, so
 -- the state read here cannot turn back into a match.
 --
--- Reworked for v0.2: before, a negative epoch raised 23514 (runq.epoch's
--- check, on the event) and an epoch above the current one was logged.
+-- A negative epoch could not be logged anyway: runq.epoch's check on the
+-- event would raise 23514.
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, a NULL epoch by runq._bad_argument.
+-- A NULL or missing run is reported by runq._run_not_found, a NULL epoch by
+-- runq._bad_argument.
 --
--- Reworked after v0.1.3: a run it cancels hands its slot on when a
--- concurrency limit is set (runq._slot_left, deploy/admission.sql).
+-- A run it cancels hands its slot on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -8573,8 +8571,8 @@ SET LOCAL statement_timeout = '10s';
 -- A release gives back the attempt its claim took. Tool calls the dead epoch
 -- left 'started' are resolved first, whatever the outcome.
 --
--- Reworked after v0.1.3: the runs it moves call the admission functions
--- when limits or pauses are set (deploy/admission.sql).
+-- The runs it moves call the admission functions when limits or pauses are
+-- set (deploy/admission.sql).
 -- A run past its deadline fails (deploy/stop_failures.sql).
 CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
     RETURNS TABLE(run_id bigint, action text)
@@ -8699,8 +8697,8 @@ SET LOCAL statement_timeout = '10s';
 -- fresh attempt budget, log it, wake a worker. The run keeps its created_at,
 -- so it goes to the front of its class: a user is waiting on it.
 --
--- Reworked after v0.1.3: the run is admitted or parked when limits or
--- pauses are set (runq._requeued, deploy/admission.sql).
+-- The run is admitted or parked when limits or pauses are set
+-- (runq._requeued, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq._deliver_input(run_id bigint, input jsonb, at timestamptz)
     RETURNS void
     LANGUAGE sql
@@ -8771,7 +8769,7 @@ COMMIT;
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
 
 -- At most one non-terminal run per schedule, enforced by a constraint
--- (DESIGN.md "Schedules", 004's overlap guard), as runs_session_active_key
+-- (docs/contract.md "Schedules": the overlap guard), as runs_session_active_key
 -- does for a session: runq.tick inserts a slot's run ON CONFLICT on this
 -- index, so two ticks, or a tick and a redrive, can never give one schedule
 -- two live runs, whatever the code above them does. waiting_for_user holds
@@ -8819,14 +8817,14 @@ SET LOCAL statement_timeout = '10s';
 -- when the session has another active run, and that becomes RQ002.
 -- Raises RQ002, RQ003, RQ004 (not failed).
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 --
--- Reworked after v0.1.3: the run is admitted or parked when limits or
--- pauses are set (runq._requeued, deploy/admission.sql); a run that failed
+-- The run is admitted or parked when limits or pauses are set
+-- (runq._requeued, deploy/admission.sql); a run that failed
 -- deadline_exceeded, or whose deadline has passed, gets a fresh window.
 --
--- Reworked for schedules: a run a schedule created is refused while that
+-- A run a schedule created is refused while that
 -- schedule has another non-terminal run, by runs_schedule_active_key as the
 -- session's run is by runs_session_active_key; the unique violation names
 -- its index, and the RQ002 names the schedule and its live run.
@@ -8925,10 +8923,9 @@ COMMIT;
 -- requires: function_claim
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.runs until the index's users finish; reads and writes go on.
 
--- Reworked after v0.1.3: runs_ready_idx is dropped. The claim reads runs_claimable_idx
--- since (the same, without the parked runs), and nothing else needs this
--- order; every submit, requeue and hand-on paid an entry here, and every
--- claim left one dead.
+-- runs_ready_idx is dropped. The claim reads runs_claimable_idx (the same,
+-- without the parked runs), and nothing else needs this order; every submit,
+-- requeue and hand-on would pay an entry here, and every claim leave one dead.
 --
 -- No BEGIN/COMMIT: DROP INDEX CONCURRENTLY cannot run in a transaction. What
 -- it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which no writer conflicts
@@ -8946,10 +8943,10 @@ RESET lock_timeout;
 -- requires: function_claim
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.runs until the index's users finish; reads and writes go on.
 
--- Reworked after v0.1.3: runs_ready_kind_idx is dropped. The claim reads runs_claimable_kind_idx
--- since (the same, without the parked runs), and nothing else needs this
--- order; every submit, requeue and hand-on paid an entry here, and every
--- claim left one dead.
+-- runs_ready_kind_idx is dropped. The claim reads runs_claimable_kind_idx
+-- (the same, without the parked runs), and nothing else needs this order;
+-- every submit, requeue and hand-on would pay an entry here, and every claim
+-- leave one dead.
 --
 -- No BEGIN/COMMIT: DROP INDEX CONCURRENTLY cannot run in a transaction. What
 -- it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which no writer conflicts
@@ -9032,10 +9029,10 @@ BEGIN;
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
--- A run's cost and time, after finished_at (the contract appends new columns
--- so that every v0.1 reader of the first ones still works). No table has a
--- column of this type, so nothing is rewritten; get_run and dead_letter are
--- reworked to fill them (their next changes).
+-- A run's cost and time, after finished_at (the contract appends columns at
+-- the end, so that every reader of the first ones still works). No table has
+-- a column of this type, so nothing is rewritten; get_run and dead_letter
+-- fill them (their changes come next in the plan).
 ALTER TYPE runq.run_info
     ADD ATTRIBUTE usage jsonb,
     ADD ATTRIBUTE budget jsonb,
@@ -9062,11 +9059,11 @@ SET LOCAL statement_timeout = '10s';
 
 -- Called by submitters and operators; reads one row. Raises RQ003.
 --
--- Reworked after v0.1.2: a NULL or missing run is reported by
--- runq._run_not_found, which every function that looks a run up shares.
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
 --
--- Reworked after v0.1.3: its rows end with the run's usage totals, budget
--- and deadline (runq.run_info gained them); the totals from runq.run_usage.
+-- Its rows end with the run's usage totals, budget and deadline (the last
+-- columns of runq.run_info); the totals come from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.get_run(run_id bigint)
     RETURNS runq.run_info
     LANGUAGE plpgsql
@@ -9124,10 +9121,10 @@ SET LOCAL statement_timeout = '10s';
 -- partial runs_dead_letter_idx, newest failure first.
 -- Raises 22023 (max_runs NULL or below 1).
 --
--- Reworked after v0.1.2: max_runs is checked by runq._check_count.
+-- max_runs is checked by runq._check_count.
 --
--- Reworked after v0.1.3: its rows end with the run's usage totals, budget
--- and deadline (runq.run_info gained them); the totals from runq.run_usage.
+-- Its rows end with the run's usage totals, budget and deadline (the last
+-- columns of runq.run_info); the totals come from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql
@@ -9179,11 +9176,12 @@ SET LOCAL statement_timeout = '10s';
 -- as epoch seconds, not as text (which would follow TimeZone/IntervalStyle),
 -- and jsonb's text form has a canonical key order.
 --
--- Reworked after v0.1.3: it covers budget and timeout too, appended to the
--- array only when either is given, so a request without them hashes exactly
--- as before and a key stored by v0.1 still recognises its retry. A new
--- signature: the old one is dropped.
--- Internal, called by runq.submit alone, which is reworked after this.
+-- It covers budget and timeout too, appended to the array only when either
+-- is given, so a request without them hashes as it did before the hash knew
+-- them, and a key stored with that hash still recognises its retry. They
+-- extend the signature: the one without them is dropped.
+-- Internal, and called by runq.submit alone, whose change comes right after
+-- this one in the plan.
 -- squawk-ignore ban-drop-function
 DROP FUNCTION runq._request_hash(text, jsonb, text, integer, timestamptz, integer, text, interval);
 CREATE FUNCTION runq._request_hash(
@@ -9246,17 +9244,16 @@ SET LOCAL statement_timeout = '10s';
 --      a concurrent submit that won the session makes this one RQ002.
 -- Raises 22023 for bad arguments, RQ001, RQ002. Notifies channel runq.
 --
--- Reworked after v0.1.2: the arguments are checked by the shared checks of
--- argument_checks. Reworked after v0.1.0, when runq.purge began to delete
--- keys: a key deleted between the insert that met it and the read of it is
--- taken again, instead of answering 'duplicate' with no run.
+-- The arguments are checked by the shared checks of argument_checks.
+-- runq.purge deletes keys: a key deleted between the insert that met it and
+-- the read of it is taken again, instead of answering 'duplicate' with no run.
 --
--- Reworked after v0.1.3: budget and timeout, appended with defaults so every
--- v0.1 call (by name or by position) still means what it meant, and both in
--- the request hash. A new signature: the old one is dropped (with its grants).
--- What squawk warns of, a client broken by the drop, cannot happen here:
--- every v0.1 call, positional or named, resolves to the new one through the
--- defaults.
+-- budget and timeout come last, with defaults, so that a call without them
+-- (by name or by position) means what a call of the signature without them
+-- meant; both enter the request hash. That signature is dropped (with its
+-- grants). What squawk warns of, a client broken by the drop, cannot happen
+-- here: every call without them, positional or named, resolves to this one
+-- through the defaults.
 -- squawk-ignore ban-drop-function
 DROP FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval);
 CREATE FUNCTION runq.submit(
@@ -9459,8 +9456,8 @@ SET LOCAL statement_timeout = '10s';
 -- refuses, runq._refuse answers: RQ003, cancellation (cancel was requested)
 -- or run.fenced. Never raises for being fenced.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.heartbeat(run_id bigint, epoch bigint)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -9513,8 +9510,8 @@ SET LOCAL statement_timeout = '10s';
 -- locked by no other worker's batch (only the epoch holder's elements match),
 -- so batches do not deadlock.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.heartbeat_many(run_ids bigint[], epochs bigint[])
     RETURNS TABLE(run_id bigint, alive boolean)
     LANGUAGE plpgsql
@@ -9575,11 +9572,10 @@ SET LOCAL statement_timeout = '10s';
 -- is not indexed), stores the state and logs run.checkpointed.
 -- Raises 22023 (NULL state), RQ003; false when fenced or cancelled.
 --
--- Reworked after v0.1.2: its arguments are checked by the shared checks of
--- argument_checks.
+-- Its arguments are checked by the shared checks of argument_checks.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -9654,11 +9650,10 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 (bad arguments), RQ003, RQ004 (call already finished or
 -- started by another epoch); false when fenced or cancelled.
 --
--- Reworked after v0.1.2: the arguments are checked by the shared checks of
--- argument_checks.
+-- The arguments are checked by the shared checks of argument_checks.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 CREATE OR REPLACE FUNCTION runq.begin_tool(
     run_id       bigint,
     epoch        bigint,
@@ -9756,8 +9751,8 @@ SET LOCAL statement_timeout = '10s';
 -- charged someone and is never silently run again.
 -- Raises RQ003; false when fenced or cancelled.
 --
--- Reworked after v0.1.3: past the run's deadline, the holder's call fails
--- the run (deadline_exceeded, through runq._refuse) and returns false.
+-- Past the run's deadline, the holder's call fails the run
+-- (deadline_exceeded, through runq._refuse) and returns false.
 -- And the budget gate: once a total of the run's usage has reached its
 -- budget, the call fails the run (budget_exhausted) instead of counting a turn.
 CREATE OR REPLACE FUNCTION runq.begin_turn(run_id bigint, epoch bigint)
@@ -10036,7 +10031,7 @@ BEGIN;
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
--- release takes the lease-expiry path, which now fails a run past its
+-- release takes the lease-expiry path, which fails a run past its
 -- deadline (runq._expire_leases); its comment, and so docs/API.md, says so.
 COMMENT ON FUNCTION runq.release(bigint,bigint) IS
 $c$Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled; a run past its deadline fails with code deadline_exceeded. Returns true, or false when fenced.
@@ -10078,17 +10073,17 @@ SET LOCAL statement_timeout = '10s';
 -- statement: the foreign keys into runs are NO ACTION, checked at its end.
 --
 -- Two paths can meet a run while it is purged. A submit repeating its
--- idempotency key: submit was reworked with this change to take a purged key
--- again. A stale worker's write, which logs run.fenced: run_events has no
--- foreign key (a hot-path cost), so such an event can commit after its run
--- is gone; each purge also deletes those orphans, found through the small
--- run_events_fenced_key, rather than make the fenced path lock the run.
+-- idempotency key: submit takes a key purged between its insert and its
+-- read again (deploy/function_submit.sql). A stale worker's write, which
+-- logs run.fenced: run_events has no foreign key (a hot-path cost), so
+-- such an event can commit after its run is gone; each purge also deletes
+-- those orphans, found through the small run_events_fenced_key, rather
+-- than make the fenced path lock the run.
 -- Raises 22023 for bad arguments.
 --
--- Reworked after v0.1.2: the arguments are checked by the shared checks of
--- argument_checks.
+-- The arguments are checked by the shared checks of argument_checks.
 --
--- Reworked after v0.1.3: a run's usage totals (runq.run_usage) go with it.
+-- A run's usage totals (runq.run_usage) go with it.
 -- runq.record_usage reads the run FOR KEY SHARE, so a purge skips a run
 -- whose usage is being recorded, and a record that waits for a purge finds
 -- no run (RQ003) instead of adding a row the purge did not see.
@@ -10177,7 +10172,7 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 SET LOCAL search_path = pg_catalog, pg_temp;
 
--- The cron side of schedules (DESIGN.md "Schedules"): the rules of a cron
+-- The cron side of schedules (docs/contract.md "Schedules"): the rules of a cron
 -- expression, defined once, and the next slot of one in a time zone.
 --
 --   runq._cron_fields(argument, cron)   the expression parsed, or 22023
@@ -10546,7 +10541,7 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- One row per schedule, written by runq.create_schedule and runq.drop_schedule
--- and advanced by runq.tick (DESIGN.md "Schedules"); runq.schedules is the
+-- and advanced by runq.tick (docs/contract.md "Schedules"); runq.schedules is the
 -- view of it. The run fields (tenant_id .. timeout) are what each run the
 -- schedule creates gets, as runq.submit would store them; every column a run
 -- takes over has the domain of its runs column, so a schedule cannot hold a
@@ -10619,8 +10614,8 @@ SET LOCAL statement_timeout = '10s';
 -- A SQL-standard body binds its names now, for good (deploy/argument_checks).
 SET LOCAL search_path = pg_catalog, pg_temp;
 
--- The slots of a schedule (DESIGN.md "Schedules"), for runq.create_schedule
--- and runq.tick:
+-- The slots of a schedule (docs/contract.md "Schedules"), for
+-- runq.create_schedule and runq.tick:
 --
 --   runq._every_slot(created_at, every, k)        created_at + k * every, in UTC
 --   runq._every_k(created_at, every, after)        the first k >= 1 after `after`
@@ -11181,8 +11176,8 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- paused: one probe of pause_settings' primary key per schedule.
--- SELECT for runq_admin; DESIGN.md also names runq_observer, a role not yet
--- in the plan: its grant belongs to the change that creates it.
+-- SELECT for runq_admin; runq_observer's grant comes later in the plan, with
+-- that role (grants_runq_observer).
 CREATE VIEW runq.schedules AS
 SELECT s.name::text AS name, s.tenant_id::text AS tenant_id, s.kind::text AS kind,
        s.cron, s.every::interval AS every, s.timezone, s.next_slot, s.last_slot, s.last_run_id,
@@ -11204,8 +11199,8 @@ COMMIT;
 
 BEGIN;
 
--- The read-only role of dashboards and metrics (DESIGN.md "The read-only
--- surface"): it is granted read functions and views only, so a login role
+-- The read-only role of dashboards and metrics (docs/contract.md "Observing
+-- the queue"): it is granted read functions and views only, so a login role
 -- that holds nothing else can change nothing.
 --
 -- Roles are cluster-wide: a second database in the same cluster deploys runq
@@ -11261,8 +11256,8 @@ COMMIT;
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
 
 -- runq.list_runs filtered by tenant_id, kind and status, newest first: one range of this
--- index per key, read backwards from before_run_id (DESIGN.md "The read-only
--- surface"). running runs take no entry: a claim writes none here, and
+-- index per key, read backwards from before_run_id (docs/contract.md
+-- "Observing the queue"). running runs take no entry: a claim writes none here, and
 -- list_runs finds them through runs_held_idx, bounded by the workers' slots.
 -- A submit and a finish each write one.
 --
@@ -11290,8 +11285,8 @@ RESET lock_timeout;
 -- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
 
 -- runq.list_runs filtered by kind and status, newest first: one range of this
--- index per key, read backwards from before_run_id (DESIGN.md "The read-only
--- surface"). running runs take no entry: a claim writes none here, and
+-- index per key, read backwards from before_run_id (docs/contract.md
+-- "Observing the queue"). running runs take no entry: a claim writes none here, and
 -- list_runs finds them through runs_held_idx, bounded by the workers' slots.
 -- A submit and a finish each write one.
 --

@@ -1,4 +1,4 @@
--- Verify runq:index_runs_ready_kind on pg (reworked after v0.1.3: dropped)
+-- Verify runq:index_runs_ready_kind on pg (the index is dropped)
 
 \ir lib/begin.sql
 SET LOCAL verify.index = 'runq.runs_ready_kind_idx';
