@@ -2,7 +2,7 @@
 """Benchmarks runq against its two references, in one run on one server.
 
     bench/run.py          quick pass (reduced sizes, a few minutes)
-    bench/run.py --full   the sizes of the README's table
+    bench/run.py --full   the sizes of the performance table (docs/performance/)
 
 Every figure is measured with pgbench (no client library in the way) and
 reported as a ratio to the ceiling (a single-row UPDATE by primary key) and
@@ -573,7 +573,7 @@ def percentile(values: list[float], p: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--full", action="store_true", help="the README's sizes (slow)")
+    ap.add_argument("--full", action="store_true", help="the performance table's sizes (slow)")
     ap.add_argument("--out", type=Path, help="also write the report here")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(PARTS))
     ap.add_argument("--backlog", type=int, help="queued runs behind the latency claims")

@@ -11690,7 +11690,7 @@ SET LOCAL statement_timeout = '10s';
 -- runs (executor start-up, the 17 indexes opened and their predicates
 -- compiled, the run-shape CHECK parsed again), not per row: one statement
 -- for both rows costs 28 % fewer instructions than complete then claim
--- (bench/instructions.py --one-call, README). Its rules are complete's and claim's: the run given
+-- (bench/instructions.py --one-call, docs/performance/history.md). Its rules are complete's and claim's: the run given
 -- is locked first and must be running under epoch (else nothing is claimed
 -- here and the slow path reports the fencing), the claim picks and sets as
 -- runq.claim's statement does (keep the two alike), and a claim that comes

@@ -239,7 +239,7 @@ def test_squawk_ignore_check_bites(comment: str, bad: list[int]) -> None:
 
 # -- what a change locks --------------------------------------------------------
 # Rules for the changes not yet released (after sqitch.plan's last tag), which
-# run against live databases: released changes are frozen, and the README says
+# run against live databases: released changes are frozen, and docs/guides/upgrading.md says
 # how to get around the one that breaks them (check_runs_shape_validated).
 
 TABLE_DDL = re.compile(r"^\s*(ALTER\s+TABLE|CREATE\s+(UNIQUE\s+)?INDEX|DROP\s+INDEX|REINDEX|CLUSTER"

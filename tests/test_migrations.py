@@ -175,8 +175,9 @@ def test_upgrade_from_each_release_keeps_runs_and_reverts(released: str, clone) 
 
 
 def test_validating_first_spares_the_released_validation_its_scan(clone) -> None:
-    # The README's way to upgrade a big runs table from v0.1.0: deploy to
-    # check_runs_shape, VALIDATE by hand (online), then deploy the rest. The
+    # The upgrade guide's way (docs/guides/upgrading.md) to upgrade a big
+    # runs table from v0.1.0: deploy to check_runs_shape, VALIDATE by hand
+    # (online), then deploy the rest. The
     # released check_runs_shape_validated must then read no row of runs, and
     # a deploy behind a long reader must give up within its lock timeout
     # without undoing the validation.

@@ -166,7 +166,7 @@ def test_callers_transaction_through_pgbouncer(bouncer: Bouncer, conn: psycopg.C
 
 
 def test_listen_gets_nothing_through_pgbouncer(bouncer: Bouncer, db_url: str) -> None:
-    # What the README says about LISTEN: through PgBouncer in transaction
+    # What docs/guides/pgbouncer.md says about LISTEN: through PgBouncer in transaction
     # mode a submit's NOTIFY never arrives; a direct connection gets it.
     with psycopg.connect(bouncer.url, autocommit=True, prepare_threshold=None) as pooled, \
             psycopg.connect(db_url, autocommit=True) as direct, \

@@ -890,7 +890,7 @@ def test_join_bounded_with_several_stuck_runs(
         connect: Callable[[], psycopg.Connection[Any]], outage: str) -> None:
     h = chaos
     grace = 1.0
-    patience = getattr(runq_pool, "RELEASE_PATIENCE", 3.0)  # 3 s, as the README says
+    patience = getattr(runq_pool, "RELEASE_PATIENCE", 3.0)  # 3 s, as docs/guides/python.md says
     pool = h.pool([Slot((33,), 3)], grace=grace, url=proxy.url if outage == "silent" else None)
     stuck_gate = h.key("stuck")
     stuck = [h.submit("waits", 33, gate=stuck_gate) for _ in range(3)]

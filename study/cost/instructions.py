@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Instructions the server executes for the cost ledger's calls, for the README.
+"""Instructions the server executes for the cost ledger's calls, for docs/performance/history.md.
 
     study/cost/instructions.py [--calls 1000]
 
