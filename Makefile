@@ -20,7 +20,7 @@ SERVER = scripts/pg run
 PG18 = RUNQ_DATABASE_URL= PGHOST= RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
 
 .PHONY: test test-pg18 deps demo bench bench-full bench-long bench-cpu bench-instructions sql dashboard-screenshots \
-	docs schema pg-start pg-stop
+	docs dist schema pg-start pg-stop
 
 test: deps $(STAMP)
 	$(SERVER) tests/run
@@ -39,7 +39,7 @@ demo: $(STAMP)
 	$(SERVER) $(VENV)/bin/python demo/demo.py
 
 # Benchmarks against the ceiling and a minimal queue, in one run on one server
-# (bench/run.py): a quick pass, and the sizes of the README's table. Their
+# (bench/run.py): a quick pass, and the sizes of docs/performance/'s table. Their
 # throwaway cluster is durable (fsync on, in .pg-bench/), as production is,
 # so that synchronous_commit on costs what it costs there.
 BENCH_SERVER = RUNQ_PG_DIR=$(CURDIR)/.pg-bench RUNQ_PG_DURABLE=1 scripts/pg run
@@ -66,7 +66,7 @@ bench-instructions: $(STAMP)
 	    $(if $(REV),--rev $(REV))
 
 # Generated files: committed, and tests fail when they are stale.
-# docs/dashboard/*.png, the README's pictures: the browser tests, saving
+# docs/dashboard/*.png, the dashboard guide's pictures: the browser tests, saving
 # each page as they go.
 dashboard-screenshots: deps $(STAMP)
 	RUNQ_SCREENSHOTS=docs/dashboard $(SERVER) $(VENV)/bin/python -m pytest -q tests/test_dashboard.py
@@ -74,8 +74,19 @@ dashboard-screenshots: deps $(STAMP)
 sql:
 	scripts/gen-sql
 
+# docs/API.md from the catalog of a fresh install (on the server), then the
+# site from docs/ into site/ (mkdocs.yml), strict: a broken link or anchor
+# fails it. NO_MKDOCS_2_WARNING silences the banner Material prints on every
+# build about its own future (CONTRIBUTING.md, "The documentation").
 docs: sql $(STAMP)
 	$(SERVER) $(VENV)/bin/python scripts/gen-api-doc
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The release's packages, built and checked (scripts/check-dist): wheel and
+# sdist through twine check, the wheel in a fresh venv running `runq --help`,
+# and npm pack --dry-run of the TypeScript package.
+dist: $(STAMP)
+	PYTHON=$(VENV)/bin/python scripts/check-dist
 
 # sql/schema.sql: the schema as the whole plan leaves it, for reading.
 schema:
