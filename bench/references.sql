@@ -19,9 +19,11 @@ CREATE INDEX bench_minq_ready ON bench_minq (id) WHERE state = 0;
 -- SECURITY DEFINER functions with a pinned search_path; every claim bumps a
 -- fencing epoch and every completion asserts it; each transition writes one
 -- event row, in the same statement, into a log keyed like runq.run_events.
--- No lease, no attempts, no sessions, no checkpoints, no CHECKs.
+-- No attempts, no sessions, no checkpoints, no CHECKs; a lease only as far
+-- as the heartbeat extends one (the claim sets none, as before the heartbeat
+-- was added: the floor's cycle stayed as it was measured).
 CREATE TABLE bench_floor (id bigserial PRIMARY KEY, state smallint NOT NULL DEFAULT 0,
-                          epoch bigint NOT NULL DEFAULT 0);
+                          epoch bigint NOT NULL DEFAULT 0, lease_expires_at timestamptz);
 CREATE INDEX bench_floor_ready ON bench_floor (id) WHERE state = 0;
 CREATE TABLE bench_floor_events (
     run_id bigint NOT NULL, event_id bigint GENERATED ALWAYS AS IDENTITY,
@@ -54,5 +56,18 @@ BEGIN
     )
     INSERT INTO public.bench_floor_events (run_id, epoch, created_at, type)
     SELECT d.id, d.epoch, clock_timestamp(), 'run.succeeded' FROM done AS d;
+    RETURN FOUND;
+END $$;
+
+-- The floor's heartbeat: a fenced lease extension, the least a heartbeat can
+-- be. The lease is in no index, so the update is HOT. Written once, before
+-- runq's hot-path storage was redesigned, and not to be changed after: it is
+-- what runq's heartbeat is judged against.
+CREATE FUNCTION bench_floor_heartbeat(run_id bigint, epoch bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    UPDATE public.bench_floor AS q SET lease_expires_at = now() + interval '30 seconds'
+     WHERE q.id = bench_floor_heartbeat.run_id AND q.state = 1
+       AND q.epoch = bench_floor_heartbeat.epoch;
     RETURN FOUND;
 END $$;

@@ -261,19 +261,28 @@ def test_cpu_per_cycle_reports_each_queue(server_url: str) -> None:
 
 @pytest.mark.once
 def test_instructions_per_cycle_reports_each_queue() -> None:
-    # bench/instructions.py counts what the server executes per cycle with
-    # callgrind: the way to judge a hot-path change on a noisy machine.
+    # bench/instructions.py counts what the server executes per call with
+    # callgrind: the way to judge a hot-path change on a noisy machine, as a
+    # ratio to the floor's count of the same call.
     out = subprocess.run([sys.executable, str(BENCH / "instructions.py"), "--rev", "HEAD",
                           "--kinds", "--one-call", "--cycles", "50"], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    rows = re.findall(r"^\| (runq[^|]*) \| ([^|]*) \| ([\d,]+) \|", out.stdout, re.M)
+    rows = re.findall(r"^\| (runq[^|]*|floor) \| ([^|]*) \| ([\d,]+) \| ([\d.]+) \|",
+                      out.stdout, re.M)
     one_call = "complete_and_claim (and the table that hands the run on)"
-    assert [(q, k) for q, k, _ in rows] == [
+    assert [(q, k) for q, k, _, _ in rows] == [
+        ("floor", "claim + complete"),
         ("runq (working tree)", "claim + complete"), ("runq at HEAD", "claim + complete"),
         ("runq (working tree)", "claim (kinds given) + complete"),
-        ("runq (working tree)", one_call), ("runq at HEAD", one_call)], out.stdout
-    for _, _, n in rows:  # a cycle is a claim and a complete: far more than nothing
-        assert 100_000 < int(n.replace(",", "")) < 10_000_000, out.stdout
+        ("runq (working tree)", one_call), ("runq at HEAD", one_call),
+        ("floor", "heartbeat"),
+        ("runq (working tree)", "heartbeat"), ("runq at HEAD", "heartbeat")], out.stdout
+    for queue, call, n, ratio in rows:
+        # a cycle is a claim and a complete, a heartbeat one update: far more
+        # than nothing; and runq does more than the floor, whose ratio is 1
+        low = 50_000 if call == "heartbeat" else 100_000
+        assert low < int(n.replace(",", "")) < 10_000_000, out.stdout
+        assert (float(ratio) == 1.0) if queue == "floor" else (float(ratio) > 1.0), out.stdout
 
 
 @pytest.mark.once
