@@ -79,7 +79,22 @@ def test_floor_functions_are_definer_with_pinned_search_path(bench_url: str, con
     rows = conn.execute("SELECT proname, prosecdef, proconfig FROM pg_proc"
                         " WHERE proname LIKE 'bench_floor_%' ORDER BY 1").fetchall()
     assert rows == [(name, True, ["search_path=pg_catalog, pg_temp"])
-                    for name in ("bench_floor_claim", "bench_floor_complete")]
+                    for name in ("bench_floor_claim", "bench_floor_complete",
+                                 "bench_floor_heartbeat")]
+
+
+def test_floor_heartbeat_extends_only_the_holders_lease(bench_url: str,
+                                                       conn: psycopg.Connection) -> None:
+    load_queue(conn, "bench_floor", 2)
+    run_id, epoch = conn.execute("SELECT * FROM bench_floor_claim()").fetchone()
+    beat = "SELECT bench_floor_heartbeat(%s, %s)"
+    lease = "SELECT lease_expires_at FROM bench_floor WHERE id = %s"
+    assert conn.execute(beat, (run_id, epoch - 1)).fetchone()[0] is False
+    assert conn.execute(lease, (run_id,)).fetchone()[0] is None
+    assert conn.execute(beat, (run_id, epoch)).fetchone()[0] is True
+    assert conn.execute(lease, (run_id,)).fetchone()[0] is not None
+    # a run nobody holds (still queued) has no lease to extend
+    assert conn.execute(beat, (run_id + 1, 0)).fetchone()[0] is False
 
 
 def test_runq_cycle_claims_and_completes_each_run(bench_url: str, conn: psycopg.Connection) -> None:
