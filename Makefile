@@ -95,10 +95,11 @@ schema:
 pg-start:
 	@scripts/pg start
 
+# Each cluster stopped even when another fails to (the leading -).
 pg-stop:
-	scripts/pg stop
-	RUNQ_PG_DIR=$(CURDIR)/.pg-bench scripts/pg stop
-	$(PG18) scripts/pg stop
+	-scripts/pg stop
+	-RUNQ_PG_DIR=$(CURDIR)/.pg-bench scripts/pg stop
+	-$(PG18) scripts/pg stop
 
 $(STAMP): requirements-dev.txt python_client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)

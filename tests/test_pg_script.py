@@ -105,3 +105,22 @@ def test_a_cluster_is_restarted_on_a_changed_program_and_remade_on_another_major
     back = pg(workdir, "start")
     assert "is of PostgreSQL 18, the server here is 15: making it anew" in back.stderr
     assert server(back.stdout.split()[-1])[0] // 10000 == 15
+
+
+@pytest.mark.once
+def test_starts_at_once_share_one_server(workdir: Path) -> None:
+    # The lock: two commands starting the cluster at once get one server and
+    # one URL (without it both started one, and the port file named the loser).
+    env = {**os.environ, "RUNQ_PG_DIR": str(workdir / "pg")}
+    starts = [subprocess.Popen([str(ROOT / "scripts" / "pg"), "start"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(3)]
+    urls = {p.communicate(timeout=120)[0].split()[-1] for p in starts}
+    assert all(p.returncode == 0 for p in starts)
+    assert len(urls) == 1
+    url = urls.pop()
+    assert pg(workdir, "url").stdout.strip() == url
+    server(url)
+    # and the server holds no lock: stop (which takes it) does not wait for it
+    pg(workdir, "stop")
+    assert not (workdir / "pg").exists()
