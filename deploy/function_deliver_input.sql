@@ -12,8 +12,8 @@ SET LOCAL statement_timeout = '10s';
 -- Called by submitters answering a run's question. Locks the run. Raises
 -- 22023 (NULL input), RQ003 (no such run), RQ004 (not waiting_for_user).
 --
--- A NULL or missing run is reported by runq._run_not_found, which every
--- function that looks a run up shares.
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.deliver_input(run_id bigint, input jsonb)
     RETURNS boolean
     LANGUAGE plpgsql

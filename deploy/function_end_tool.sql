@@ -18,7 +18,8 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 (NULL outcome, a call_id the run never began), RQ003, RQ004
 -- (the call is not 'started'); false when fenced.
 --
--- Its arguments are checked by the shared checks of argument_checks.
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
 CREATE OR REPLACE FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb)
     RETURNS boolean
     LANGUAGE plpgsql

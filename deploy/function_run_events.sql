@@ -13,8 +13,8 @@ SET LOCAL statement_timeout = '10s';
 
 -- Called by submitters and operators; reads a run's event log. Raises RQ003.
 --
--- A NULL or missing run is reported by runq._run_not_found, which every
--- function that looks a run up shares.
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.run_events(run_id bigint)
     RETURNS SETOF runq.run_event
     LANGUAGE plpgsql

@@ -13,8 +13,8 @@ SET LOCAL statement_timeout = '10s';
 -- Called by workers resuming a run (which calls are retryable, which are
 -- uncertain) and by operators. Reads only. Raises RQ003.
 --
--- A NULL or missing run is reported by runq._run_not_found, which every
--- function that looks a run up shares.
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.tool_calls(run_id bigint)
     RETURNS TABLE(call_id text, tool text, idempotency text, status text, epoch bigint,
                   args jsonb, outcome jsonb, started_at timestamptz, finished_at timestamptz)

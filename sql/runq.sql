@@ -7,8 +7,10 @@
 -- It equals `sqitch deploy` of the whole plan (tests/test_migrations.py
 -- compares the two with pg_dump) but writes no sqitch registry, so such a
 -- database cannot be upgraded with sqitch later. Its indexes are built
--- without CONCURRENTLY (the tables are empty), so it runs in a transaction
--- block too: any client may send it as one query.
+-- without CONCURRENTLY (the tables are empty), so any client may send it
+-- as one query, and nothing in it refuses a transaction block; but each
+-- script's own COMMIT commits a transaction the caller opened, so the
+-- load is not atomic: after a failure, load it into a fresh database.
 
 -- ==== deploy/schema_runq.sql ====
 
@@ -4958,8 +4960,8 @@ SET LOCAL statement_timeout = '10s';
 
 -- Called by submitters and operators; reads a run's event log. Raises RQ003.
 --
--- A NULL or missing run is reported by runq._run_not_found, which every
--- function that looks a run up shares.
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.run_events(run_id bigint)
     RETURNS SETOF runq.run_event
     LANGUAGE plpgsql
@@ -5007,8 +5009,8 @@ SET LOCAL statement_timeout = '10s';
 -- Called by workers resuming a run (which calls are retryable, which are
 -- uncertain) and by operators. Reads only. Raises RQ003.
 --
--- A NULL or missing run is reported by runq._run_not_found, which every
--- function that looks a run up shares.
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.tool_calls(run_id bigint)
     RETURNS TABLE(call_id text, tool text, idempotency text, status text, epoch bigint,
                   args jsonb, outcome jsonb, started_at timestamptz, finished_at timestamptz)
@@ -5147,8 +5149,8 @@ SET LOCAL statement_timeout = '10s';
 -- Called by submitters answering a run's question. Locks the run. Raises
 -- 22023 (NULL input), RQ003 (no such run), RQ004 (not waiting_for_user).
 --
--- A NULL or missing run is reported by runq._run_not_found, which every
--- function that looks a run up shares.
+-- Reworked after v0.1.2: a NULL or missing run is reported by
+-- runq._run_not_found, which every function that looks a run up shares.
 CREATE OR REPLACE FUNCTION runq.deliver_input(run_id bigint, input jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -5451,7 +5453,8 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 (NULL outcome, a call_id the run never began), RQ003, RQ004
 -- (the call is not 'started'); false when fenced.
 --
--- Its arguments are checked by the shared checks of argument_checks.
+-- Reworked after v0.1.2: its arguments are checked by the shared checks of
+-- argument_checks.
 CREATE OR REPLACE FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -11689,8 +11692,9 @@ SET LOCAL statement_timeout = '10s';
 -- INSERT of their events. A cycle's cost is per statement and per index of
 -- runs (executor start-up, the 17 indexes opened and their predicates
 -- compiled, the run-shape CHECK parsed again), not per row: one statement
--- for both rows costs 28 % fewer instructions than complete then claim
--- (bench/instructions.py --one-call, docs/performance/history.md). Its rules are complete's and claim's: the run given
+-- for both rows costs 0.81 of the instructions of complete then claim (19 %
+-- fewer) and 0.72 of the one-call version before it (bench/instructions.py
+-- --one-call; docs/performance/history.md, "One call a cycle"). Its rules are complete's and claim's: the run given
 -- is locked first and must be running under epoch (else nothing is claimed
 -- here and the slow path reports the fencing), the claim picks and sets as
 -- runq.claim's statement does (keep the two alike), and a claim that comes
