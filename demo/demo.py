@@ -510,8 +510,8 @@ def _interruptible() -> Iterator[None]:
 
 def _deploy(server: str, name: str) -> str:
     """Deploy runq into database name on the server; says how. sqitch records
-    the changes; without it, the single-file install, which holds a CREATE
-    INDEX CONCURRENTLY and its own BEGIN/COMMIT, so psql runs it as a script."""
+    the changes; without it, psql runs the single-file install sql/runq.sql
+    as a script (with ON_ERROR_STOP: it stops at the first error)."""
     bin_dir = os.environ.get("RUNQ_PG_BIN")  # scripts/pg sets it: `make demo` does
     psql = str(Path(bin_dir) / "psql") if bin_dir and (Path(bin_dir) / "psql").exists() \
         else "psql"

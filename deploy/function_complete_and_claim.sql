@@ -33,8 +33,9 @@ SET LOCAL statement_timeout = '10s';
 -- INSERT of their events. A cycle's cost is per statement and per index of
 -- runs (executor start-up, the 17 indexes opened and their predicates
 -- compiled, the run-shape CHECK parsed again), not per row: one statement
--- for both rows costs 28 % fewer instructions than complete then claim
--- (bench/instructions.py --one-call, docs/performance/history.md). Its rules are complete's and claim's: the run given
+-- for both rows costs 0.81 of the instructions of complete then claim (19 %
+-- fewer) and 0.72 of the one-call version before it (bench/instructions.py
+-- --one-call; docs/performance/history.md, "One call a cycle"). Its rules are complete's and claim's: the run given
 -- is locked first and must be running under epoch (else nothing is claimed
 -- here and the slow path reports the fencing), the claim picks and sets as
 -- runq.claim's statement does (keep the two alike), and a claim that comes
