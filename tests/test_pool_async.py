@@ -23,6 +23,12 @@ through threading.Events they poll with asyncio.sleep.
       one run at a time whose handler returns at once: run.claimed to
       run.succeeded (event timestamps) under 0.5 s, with heartbeats 10 s
       apart and a poll interval of 5 s.
+  test_full_slot_completes_and_claims_in_one_call
+      40 quick runs through a slot of 2: every run succeeds once under
+      epoch 1, never more than 2 handlers at once, and most runs (at least
+      half) are claimed in the transaction that completed another
+      (run.claimed and run.succeeded of two runs with one xmin): a lone
+      completion of a full slot is runq.complete_and_claim.
   test_locked_row_holds_up_no_other_completion
       ten runs return together while another session holds one run's row
       FOR UPDATE: the other nine succeed at once (the batch gives up at its
@@ -379,6 +385,38 @@ def test_lone_completion_is_not_delayed(db_url: str, conn: psycopg.Connection[An
         took.append(event_time(conn, run, "run.succeeded") - event_time(conn, run, "run.claimed"))
     print(f"\nclaimed to succeeded: {', '.join(f'{t * 1000:.1f} ms' for t in took)}")
     assert max(took) < 0.5, took
+
+
+def test_full_slot_completes_and_claims_in_one_call(db_url: str, conn: psycopg.Connection[Any],
+                                                    pools: list[WorkerPool]) -> None:
+    running = peak = 0
+
+    async def quick(ctx: AsyncRunContext) -> dict[str, Any]:
+        nonlocal running, peak
+        running += 1  # on the pool's one loop: no lock needed
+        peak = max(peak, running)
+        await asyncio.sleep(0.005 * (ctx.run.payload["n"] % 4))  # not in step
+        running -= 1
+        return {"n": ctx.run.payload["n"]}
+
+    runs = submit(conn, "quick", 40)
+    started(pools, WorkerPool(db_url, {"quick": quick}, [Slot((10,), 2)],
+                              lease=timedelta(seconds=30), poll_interval=5.0,
+                              sweep_interval=None))
+    wait_for("every run to end", lambda: all_terminal(conn, runs), 30)
+    assert set(statuses(conn, runs).values()) == {"succeeded"}
+    for run in runs:
+        assert events(conn, run) == [("run.created", 0), ("run.claimed", 1),
+                                     ("run.succeeded", 1)], run
+    assert peak <= 2, peak
+    # The claim and the completion of another run in one transaction.
+    handed_on = value(conn, """
+        SELECT count(*) FROM runq.run_events AS c
+          JOIN runq.run_events AS s ON s.xmin = c.xmin AND s.run_id <> c.run_id
+         WHERE c.run_id = ANY (%(runs)s) AND c.type = 'run.claimed'
+           AND s.run_id = ANY (%(runs)s) AND s.type = 'run.succeeded'""", {"runs": runs})
+    print(f"\nclaimed in the completion of another: {handed_on} of {len(runs)}")
+    assert handed_on >= len(runs) // 2, handed_on
 
 
 def test_locked_row_holds_up_no_other_completion(db_url: str, conn: psycopg.Connection[Any],

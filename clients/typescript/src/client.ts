@@ -129,6 +129,13 @@ export interface ClaimOptions {
   kinds?: readonly string[];
 }
 
+/** What runq.complete_and_claim answered: the completion (false: fenced;
+ * null: no run given), then the runs claimed after it. */
+export interface CompletedAndClaimed {
+  completed: boolean | null;
+  runs: ClaimedRun[];
+}
+
 /** What the client needs of a pg.Pool, pg.Client or pg.PoolClient. */
 export interface Queryable {
   query(config: pg.QueryArrayConfig<unknown[]>): Promise<pg.QueryArrayResult<unknown[]>>;
@@ -399,6 +406,30 @@ export class Client {
   complete(runId: Id, epoch: Id, result?: unknown): Promise<boolean> {
     return this.#bool("complete", [
       req("run_id", "bigint", runId), req("epoch", "bigint", epoch), opt("result", "jsonb", json(result))]);
+  }
+
+  /** runq.complete_and_claim: complete the run (runId and epoch null: none),
+   * then claim as claim does, in one call and one transaction. A fenced
+   * completion claims nothing unless claimIfFenced. */
+  async completeAndClaim(runId: Id | null, epoch: Id | null, result: unknown,
+    options: ClaimOptions & { claimIfFenced?: boolean }): Promise<CompletedAndClaimed> {
+    const rows = await this.#call("complete_and_claim", [
+      req("run_id", "bigint", runId),
+      req("epoch", "bigint", epoch),
+      req("result", "jsonb", json(result)),
+      req("classes", "integer[]", options.classes),
+      opt("worker_id", "text", options.workerId),
+      opt("lease", "interval", interval(options.lease)),
+      opt("max_runs", "integer", options.maxRuns),
+      opt("kinds", "text[]", options.kinds),
+      opt("claim_if_fenced", "boolean", options.claimIfFenced),
+    ]);
+    const completed = (rows[0]?.completed ?? null) as boolean | null;
+    const runs = rows.filter((r) => r.runId !== null).map((r) => {
+      const { completed: _, ...run } = r;
+      return run as unknown as ClaimedRun;
+    });
+    return { completed, runs };
   }
 
   /** runq.complete_many in one statement: run id -> completed (false: fenced). */

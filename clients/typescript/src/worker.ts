@@ -99,7 +99,10 @@ async function pause(ms: number, signal: AbortSignal | undefined): Promise<void>
   }
 }
 
-async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: number): Promise<void> {
+/** Handles the run; when its completion also claimed the next run (one
+ * round trip, one transaction: runq.complete_and_claim), returns that run. */
+async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: number
+): Promise<ClaimedRun | undefined> {
   const { client, handler, signal } = options;
   const onError = options.onError ?? ((error: unknown) => console.error("runq worker:", error));
   const { runId, epoch } = run;
@@ -186,18 +189,27 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
       await stopWith("shutdown");
       try { await client.release(runId, epoch); } catch (error) { onError(error); }
     }
-    return;
+    return undefined;
   }
-  if (stop !== undefined || parked) return; // runq decided already, or the run waits for its user
+  if (stop !== undefined || parked) return undefined; // runq decided already, or the run waits for its user
   if (first.ok) {
     if (!isJsonEncodable(first.value)) {
       await client.fail(runId, epoch, { code: "result_not_json", message: "the handler's result is not JSON" });
+    } else if (signal?.aborted !== true) {
+      // A fenced completion claims too: this worker's one place is free either way.
+      const next = await client.completeAndClaim(runId, epoch, first.value, {
+        classes: options.classes, kinds: options.kinds, workerId: options.workerId,
+        lease: options.lease, maxRuns: 1, claimIfFenced: true,
+      });
+      if (next.completed !== true) await stopWith();
+      return next.runs[0];
     } else if (!(await client.complete(runId, epoch, first.value))) {
       await stopWith();
     }
   } else if (!(first.error instanceof RunStopped)) {
     if (!(await client.fail(runId, epoch, failureOf(first.error)))) await stopWith();
   }
+  return undefined;
 }
 
 /** Claim and handle runs one at a time until `signal` aborts. */
@@ -206,27 +218,34 @@ export async function runWorker(options: WorkerOptions): Promise<void> {
   const onError = options.onError ?? ((error: unknown) => console.error("runq worker:", error));
   const heartbeatMs = options.heartbeatMs ?? Math.max(1, Math.floor(options.lease / 3));
   const pollMs = options.pollMs ?? 1000;
+  let next: ClaimedRun | undefined; // claimed by the last completion
   while (signal?.aborted !== true) {
-    let runs: ClaimedRun[];
-    try {
-      runs = await client.claim({
-        classes: options.classes, kinds: options.kinds, workerId: options.workerId,
-        lease: options.lease, maxRuns: 1,
-      });
-    } catch (error) {
-      onError(error);
-      await pause(pollMs, signal);
-      continue;
+    let run = next;
+    next = undefined;
+    if (run === undefined) {
+      try {
+        [run] = await client.claim({
+          classes: options.classes, kinds: options.kinds, workerId: options.workerId,
+          lease: options.lease, maxRuns: 1,
+        });
+      } catch (error) {
+        onError(error);
+        await pause(pollMs, signal);
+        continue;
+      }
     }
-    const run = runs[0];
     if (run === undefined) {
       await pause(pollMs, signal);
       continue;
     }
     try {
-      await processRun(options, run, heartbeatMs);
+      next = await processRun(options, run, heartbeatMs);
     } catch (error) {
       onError(error); // a write that did not reach runq: the lease expiry takes the run back
     }
+  }
+  // Stopped while the last completion claimed: that run goes back at once.
+  if (next !== undefined) {
+    try { await client.release(next.runId, next.epoch); } catch (error) { onError(error); }
   }
 }

@@ -7,6 +7,30 @@ import { databaseFixture } from "../testlib/fixture.js";
 const db = databaseFixture("batched");
 
 describe("batched worker calls", () => {
+  it("completeAndClaim completes, then claims, in one call", async () => {
+    const c = db.client;
+    const ids: bigint[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await c.submit("acme", "ts.cac", { payload: { i } })).runId);
+    const none = await c.completeAndClaim(null, null, null, { classes: [10], kinds: ["ts.cac"] });
+    assert.equal(none.completed, null);
+    assert.deepEqual(none.runs.map((r) => r.runId), [ids[0]]);
+    const [first] = none.runs as [typeof none.runs[0]];
+    assert.equal(first.epoch, 1n);
+    assert.deepEqual(first.payload, { i: 0 });
+
+    const next = await c.completeAndClaim(first.runId, first.epoch, { n: 1 },
+      { classes: [10], kinds: ["ts.cac"], maxRuns: 2, workerId: "w" });
+    assert.equal(next.completed, true);
+    assert.deepEqual(next.runs.map((r) => r.runId), [ids[1], ids[2]]);
+    assert.deepEqual((await c.getRun(first.runId)).result, { n: 1 });
+
+    // fenced (an epoch the run never had): nothing claimed unless asked
+    const [b] = next.runs as [typeof next.runs[0]];
+    const fenced = await c.completeAndClaim(b.runId, 7n, null, { classes: [10], kinds: ["ts.cac"] });
+    assert.deepEqual(fenced, { completed: false, runs: [] });
+    assert.equal((await c.getRun(b.runId)).status, "running");
+  });
+
   it("heartbeatMany and completeMany answer per run", async () => {
     const c = db.client;
     const ids: bigint[] = [];

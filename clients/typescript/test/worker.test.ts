@@ -43,6 +43,14 @@ describe("runWorker", () => {
       ]);
     }
     assert.equal(calls.size, 5);
+    // Each run after the first was claimed by the completion of the one
+    // before it (runq.complete_and_claim: one transaction, so one xmin).
+    const handedOn = await db.sql(`
+      SELECT count(*)::int AS n FROM runq.run_events AS c
+        JOIN runq.run_events AS s ON s.xmin = c.xmin AND s.run_id <> c.run_id
+       WHERE c.run_id = ANY ($1) AND c.type = 'run.claimed'
+         AND s.run_id = ANY ($1) AND s.type = 'run.succeeded'`, [ids.map(String)]);
+    assert.equal(handedOn.rows[0].n, 4);
   });
 
   it("a handler that throws fails the run with its code and message", async () => {

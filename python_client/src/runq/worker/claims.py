@@ -47,6 +47,10 @@ class Claims:
             if len(runs) < free:  # nothing more is ready: wait for news
                 await first(pool.poll_interval, wake, core.stopping)
 
+    def full(self, slot: SlotState) -> bool:
+        """Its loop waits for a place: a completion may claim its next run."""
+        return slot.busy >= slot.count and not self.core.stopping.is_set()
+
     def start(self, run: ClaimedRun, slot: SlotState) -> None:
         core = self.core
         state = RunState(run, slot)

@@ -1,5 +1,8 @@
 """Completions in batches (runq.complete_many): one batch on its way at a
-time, so a lone completion waits for nothing and a burst shares round trips."""
+time, so a lone completion waits for nothing and a burst shares round trips.
+A lone completion whose slot is full also claims the slot's next run, in the
+same call and transaction (runq.complete_and_claim): one round trip and one
+commit a run, where a completion and a claim would take two of each."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from runq.client import _jsonb
+from runq.client import AsyncClient, _jsonb
+from runq.types import ClaimedRun
 from runq.worker.links import BATCH, OutOfReach, on_client
 from runq.worker.log import log
 from runq.worker.state import Phase, RunState
@@ -64,6 +68,9 @@ class Completions:
         for b in batch:
             b.state.finish()
         await all_set([b.state.not_beating for b in batch], self.core.lease)
+        if len(batch) == 1 and self.core.claims.full(batch[0].state.slot):
+            await self.send_and_claim(batch[0])
+            return
         try:
             done = await self.core.db.persist(lambda conn: self.complete_many(conn, batch))
         except OutOfReach as error:
@@ -91,6 +98,42 @@ class Completions:
             "epochs": [b.state.epoch for b in batch],
             "results": [_jsonb(b.result) for b in batch]})
         return dict(await cur.fetchall())
+
+    async def send_and_claim(self, b: Completion) -> None:
+        # The slot's next run starts before this one's handler gives its
+        # place back (Handling.execute), so the slot loop, waiting for a
+        # place, does not claim one more beside it. A fenced completion
+        # claims too: the run is gone from this slot either way.
+        state, slot, claims = b.state, b.state.slot, self.core.claims
+
+        async def call(conn: psycopg.AsyncConnection[Any]) -> tuple[bool, list[ClaimedRun]]:
+            got = await AsyncClient(conn).complete_and_claim(
+                state.run_id, state.epoch, b.result, slot.classes,
+                worker_id=self.core.pool.worker_id, lease=self.core.pool.lease, max_runs=1,
+                kinds=claims.kinds, claim_if_fenced=True)
+            return bool(got.completed), got.runs
+
+        async def landed(conn: psycopg.AsyncConnection[Any]) -> bool:
+            # Sent again after its connection broke: if the lost call
+            # committed, the run it claimed is left to its lease's expiry.
+            run = await AsyncClient(conn).get_run(state.run_id)
+            return run.status == "succeeded" and run.lease_epoch == state.epoch
+
+        try:
+            # True when a lost call had landed (persist's answer to landed).
+            done: tuple[bool, list[ClaimedRun]] | bool = await self.core.db.persist(
+                call, landed=landed)
+        except OutOfReach as error:
+            settle(b.answer, error=error)
+            return
+        except Exception as error:
+            log.info("complete_and_claim: %s; completing run %s alone", error, state.run_id)
+            await self.complete_one(b)
+            return
+        completed, runs = done if isinstance(done, tuple) else (True, [])
+        for run in runs:
+            claims.start(run, slot)
+        settle(b.answer, completed)
 
     async def complete_one(self, b: Completion) -> None:
         try:
