@@ -4,6 +4,7 @@
 -- requires: function__backoff
 -- requires: function__resolve_tool_calls
 -- requires: admission
+-- requires: function__notify_watchers
 
 BEGIN;
 
@@ -85,7 +86,7 @@ BEGIN
                updated_at = _expire_leases.at
           FROM decided AS d
          WHERE r.run_id = d.run_id
-        RETURNING r.run_id, r.lease_epoch, d.action, r.failure, r.scheduled_for
+        RETURNING r.run_id, r.lease_epoch, d.action, r.failure, r.scheduled_for, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT a.run_id, a.lease_epoch,
@@ -102,7 +103,11 @@ BEGIN
           FROM applied AS a
          ORDER BY a.run_id
     )
-    SELECT a.run_id, a.action FROM applied AS a ORDER BY a.run_id;
+    -- A run that ended and is watched notifies its watchers (runq._notify_watchers).
+    SELECT a.run_id, a.action
+      FROM applied AS a
+     WHERE a.watched IS NOT TRUE OR a.action = 'requeued' OR runq._notify_watchers(ARRAY[a.run_id])
+     ORDER BY a.run_id;
 
     IF FOUND THEN
         -- Wake idle workers for what just became claimable. One payload-less

@@ -5,6 +5,7 @@
 -- requires: argument_checks
 -- requires: admission
 -- requires: stop_failures
+-- requires: function__notify_watchers
 
 BEGIN;
 
@@ -92,6 +93,7 @@ BEGIN
                    v_now
               FROM stopped AS s;
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._notify_watchers(ARRAY[_refuse.run_id]);
             PERFORM runq._slot_left(r.tenant_id, r.kind)
                FROM runq.runs AS r
               WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);

@@ -7,6 +7,7 @@
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 -- requires: argument_checks
+-- requires: function__notify_watchers
 
 BEGIN;
 
@@ -48,7 +49,7 @@ BEGIN
            AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
            AND NOT r.cancel_requested
            AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
@@ -56,9 +57,12 @@ BEGIN
           FROM asked AS a
     )
     -- The run's slot is handed on when a limit is set (runq._slot_left).
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
     SELECT true INTO v_done
       FROM asked AS a
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(a.tenant_id, a.kind);
+     WHERE (a.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[a.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(a.tenant_id, a.kind));
     IF v_done THEN
         RETURN true;
     END IF;

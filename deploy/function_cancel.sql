@@ -5,6 +5,7 @@
 -- requires: role_runq_admin
 -- requires: argument_checks
 -- requires: admission
+-- requires: function__notify_watchers
 
 BEGIN;
 
@@ -59,6 +60,7 @@ BEGIN
            FROM runq.runs AS r
           WHERE r.run_id = cancel.run_id AND v_status = 'queued' AND NOT v_parked
             AND EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(ARRAY[cancel.run_id]);
         RETURN 'cancelled';
     ELSIF v_status = 'running' THEN
         IF NOT v_flagged THEN

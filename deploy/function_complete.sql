@@ -5,6 +5,7 @@
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: function__notify_watchers
 
 BEGIN;
 
@@ -34,7 +35,7 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = complete.run_id
            AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
@@ -45,9 +46,12 @@ BEGIN
     -- limits pays one probe of runq.limit_settings, and one whose limits are
     -- not reached a few more, in this statement, not a call of a function
     -- (~50 us a run). The same gate as in runq.complete_many.
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
     SELECT true INTO v_done
       FROM done AS d
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings)
+     WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings)
         OR NOT (EXISTS (SELECT FROM runq.limit_debts)
                 OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
                    AND EXISTS (SELECT FROM runq.runs AS p
@@ -55,7 +59,7 @@ BEGIN
                 OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
                    AND EXISTS (SELECT FROM runq.runs AS p
                                 WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
-        OR runq._slot_left(d.tenant_id, d.kind);
+        OR runq._slot_left(d.tenant_id, d.kind));
     IF v_done THEN
         RETURN true;
     END IF;

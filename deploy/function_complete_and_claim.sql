@@ -11,6 +11,7 @@
 -- requires: table_limit_settings
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: function__notify_watchers
 
 BEGIN;
 
@@ -42,7 +43,7 @@ SET LOCAL statement_timeout = '10s';
 -- back short asks runq.claim for the rest, which marks the workers idle and
 -- swaps parked runs in as it always does. With a limit set, the slot the
 -- completion frees must be handed on before the claim looks: the two calls.
-CREATE FUNCTION runq.complete_and_claim(
+CREATE OR REPLACE FUNCTION runq.complete_and_claim(
     run_id          bigint,
     epoch           bigint,
     result          jsonb,
@@ -123,7 +124,7 @@ BEGIN
                                          UNION ALL SELECT p.run_id FROM picked AS p))
             RETURNING r.run_id, r.status, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                       r.priority, r.payload, r.attempts, r.last_checkpoint,
-                      r.ready_at, r.lease_expires_at, r.deadline, r.budget
+                      r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.watched
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
             SELECT c.run_id, c.lease_epoch,
@@ -133,6 +134,9 @@ BEGIN
                                                 'attempt', c.attempts) END,
                    v_now
               FROM changed AS c
+             -- The run completed notifies its watchers, if any (runq.complete).
+             WHERE c.watched IS NOT TRUE OR c.status <> 'succeeded'
+                OR runq._notify_watchers(ARRAY[c.run_id])
         )
         -- runq.claim's result, after true.
         SELECT true, c.run_id, c.lease_epoch::bigint, c.tenant_id::text, c.session_id::text,

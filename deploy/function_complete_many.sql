@@ -5,6 +5,7 @@
 -- requires: admission
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: function__notify_watchers
 
 BEGIN;
 
@@ -38,7 +39,7 @@ BEGIN
                    AS c(run_id, epoch, result)
          WHERE r.run_id = c.run_id
            AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
@@ -48,9 +49,12 @@ BEGIN
     -- parked run of one of its keys may be waiting for it, one run after the
     -- other: a hand-on counts nothing, so the rows of one statement cannot
     -- give one slot twice. The same gate as in runq.complete.
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
     SELECT array_agg(d.run_id) INTO v_done
       FROM done AS d
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings)
+     WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings)
         OR NOT (EXISTS (SELECT FROM runq.limit_debts)
                 OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
                    AND EXISTS (SELECT FROM runq.runs AS p
@@ -58,7 +62,7 @@ BEGIN
                 OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
                    AND EXISTS (SELECT FROM runq.runs AS p
                                 WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
-        OR runq._slot_left(d.tenant_id, d.kind);
+        OR runq._slot_left(d.tenant_id, d.kind));
     RETURN QUERY SELECT a.run_id, a.applied
                    FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
                                            complete_many.results, v_done, 'complete', false) AS a;

@@ -5,6 +5,7 @@
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
+-- requires: function__notify_watchers
 
 BEGIN;
 
@@ -47,16 +48,19 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = fail.run_id
            AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind
+        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
           FROM failed AS f
     )
     -- The run's slot is handed on when a limit is set (runq._slot_left).
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
     SELECT true INTO v_done
       FROM failed AS f
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind);
+     WHERE (f.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[f.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind));
     IF v_done THEN
         RETURN true;
     END IF;

@@ -10,6 +10,7 @@
 -- requires: argument_checks
 -- requires: function_submit
 -- requires: index_run_events_fenced
+-- requires: table_run_output
 
 BEGIN;
 
@@ -41,6 +42,8 @@ SET LOCAL statement_timeout = '10s';
 -- The arguments are checked by the shared checks of argument_checks.
 --
 -- A run's usage totals (runq.run_usage) go with it.
+-- So does its output (runq.run_output): runq.emit writes only to a running
+-- run, which this never takes; its watches go by their foreign key's cascade.
 -- runq.record_usage reads the run FOR KEY SHARE, so a purge skips a run
 -- whose usage is being recorded, and a record that waits for a purge finds
 -- no run (RQ003) instead of adding a row the purge did not see.
@@ -93,6 +96,8 @@ BEGIN
         DELETE FROM runq.tool_calls AS t WHERE t.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
     ), usage_totals AS (
         DELETE FROM runq.run_usage AS u WHERE u.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), output AS (
+        DELETE FROM runq.run_output AS o WHERE o.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
     ), idempotency_keys AS (
         DELETE FROM runq.idempotency_keys AS k
          WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
@@ -113,7 +118,7 @@ REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
-$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, output, watches, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).$c$;
 
 COMMIT;

@@ -9,6 +9,8 @@
 -- requires: admission
 -- requires: index_runs_deadline
 -- requires: stop_failures
+-- requires: function__notify_watchers
+-- requires: function__forget_watches
 
 BEGIN;
 
@@ -125,6 +127,7 @@ BEGIN
         PERFORM runq._slot_left(k.tenant_id, k.kind)
            FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
           WHERE EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(v_failed);
         RETURN QUERY SELECT f.run_id, 'deadline_exceeded'::text FROM unnest(v_failed) AS f (run_id);
     END IF;
 
@@ -164,6 +167,7 @@ BEGIN
         PERFORM runq._slot_left(k.tenant_id, k.kind)
            FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
           WHERE EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(v_failed);
         RETURN QUERY SELECT x.run_id, 'expired'::text FROM unnest(v_failed) AS x (run_id);
     END IF;
 
@@ -171,6 +175,11 @@ BEGIN
     -- limit, a slot freed while its key's lock was busy. Busy keys are only
     -- tried: the next sweep comes soon.
     PERFORM runq._rebalance(false);
+
+    -- The watches of sessions that ended (runq.watch): a run nobody watches
+    -- any more stops notifying. Nothing to forget: one scan of an empty
+    -- table.
+    PERFORM runq._forget_watches();
 END
 $$;
 
@@ -178,7 +187,7 @@ REVOKE ALL ON FUNCTION runq.sweep(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.sweep(integer) IS
-$c$Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
+$c$Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy), and forgets the watches (runq.watch) of sessions that ended. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
 Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;

@@ -1,25 +1,34 @@
 -- Revert runq:function__expire_leases from pg
--- (back to _expire_leases as v0.1.3 released it)
+-- (back to _expire_leases as v0.2.0 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__backoff
 -- requires: function__resolve_tool_calls
+-- requires: admission
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- The lease-expiry path, shared by runq.sweep (leases found expired) and
 -- runq.release (a lease given back: released => true). The caller has locked
 -- the runs, which are 'running'. For each run, in this order:
 --   1. cancel requested                      -> cancelled
---   2. attempts used up (not on release)     -> failed, max_attempts_exceeded
---   3. policy 'fail'                         -> failed, orphaned
---   4. policy 'zero_work': no turn, no tool call and inside queue_ttl
+--   2. past its deadline                     -> failed, deadline_exceeded
+--   3. attempts used up (not on release)     -> failed, max_attempts_exceeded
+--   4. policy 'fail'                         -> failed, orphaned
+--   5. policy 'zero_work': no turn, no tool call and inside queue_ttl
 --                                            -> requeued at once; else orphaned
---   5. policy 'resume'                       -> requeued; the sweep backs off
+--   6. policy 'resume'                       -> requeued; the sweep backs off
 --                                               least(cap, base * 2^(attempts-1)),
 --                                               a release does not
 -- A release gives back the attempt its claim took. Tool calls the dead epoch
 -- left 'started' are resolved first, whatever the outcome.
+--
+-- The runs it moves call the admission functions when limits or pauses are
+-- set (deploy/admission.sql).
+-- A run past its deadline fails (deploy/stop_failures.sql).
 CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
     RETURNS TABLE(run_id bigint, action text)
     LANGUAGE plpgsql
@@ -33,6 +42,7 @@ BEGIN
     WITH decided AS (
         SELECT r.run_id,
                CASE WHEN r.cancel_requested THEN 'cancelled'
+                    WHEN r.deadline <= _expire_leases.at THEN 'deadline_exceeded'
                     WHEN NOT released AND r.attempts >= r.max_attempts THEN 'dead_lettered'
                     WHEN r.recovery_policy = 'fail' THEN 'orphaned'
                     WHEN r.recovery_policy = 'zero_work'
@@ -55,6 +65,7 @@ BEGIN
                        THEN _expire_leases.at + runq._backoff(r.attempts)
                    ELSE NULL END,
                failure = CASE d.action
+                   WHEN 'deadline_exceeded' THEN runq._stop_failure(r, false, _expire_leases.at)
                    WHEN 'dead_lettered' THEN jsonb_build_object(
                        'code', 'max_attempts_exceeded',
                        'message', format('lease expired on attempt %s of %s', r.attempts, r.max_attempts),
@@ -98,6 +109,20 @@ BEGIN
         -- Wake idle workers for what just became claimable. One payload-less
         -- notification per transaction: NOTIFY folds duplicates.
         PERFORM pg_notify('runq', '');
+        -- With limits or pauses set (deploy/admission.sql): a requeued run
+        -- keeps its slot unless a pause or a lowered limit's debt parks it;
+        -- a run that ended leaves its slot to the next. The runs this call
+        -- updated are those it stamped with at.
+        IF EXISTS (SELECT FROM runq.limit_settings) OR EXISTS (SELECT FROM runq.pause_settings) THEN
+            PERFORM runq._requeued(r.run_id, true)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status = 'queued';
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status IN ('failed', 'cancelled');
+        END IF;
     END IF;
 END
 $$;

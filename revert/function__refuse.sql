@@ -1,9 +1,11 @@
 -- Revert runq:function__refuse from pg
--- (back to _refuse as v0.1.3 released it)
+-- (back to _refuse as v0.2.0 released it)
 -- requires: table_runs
 -- requires: index_run_events_fenced
 -- requires: function__resolve_tool_calls
 -- requires: argument_checks
+-- requires: admission
+-- requires: stop_failures
 
 BEGIN;
 
@@ -15,6 +17,9 @@ SET LOCAL statement_timeout = '10s';
 --   * no such run                      -> RQ003 (only a run that exists can fence);
 --   * ours, but cancel was requested   -> the run becomes cancelled now, in this
 --     (when the write honours cancel)     statement's transaction; false;
+--   * ours, past its deadline, or at   -> the run becomes failed now (deadline_exceeded,
+--     its budget (begin_turn only)        budget_exhausted), in this transaction; false;
+--     (when the write honours cancel)
 --   * an epoch the run never had (negative, or above its lease_epoch: no
 --     claim has issued it yet) -> false and no event: a run.fenced there
 --     would come before that epoch's run.claimed, and would take the place
@@ -29,6 +34,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- A NULL or missing run is reported by runq._run_not_found, a NULL epoch by
 -- runq._bad_argument.
+--
+-- A run it cancels hands its slot on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -41,43 +49,57 @@ DECLARE
     v_status  text;
     v_epoch   bigint;
     v_cancel  boolean;
+    v_failure jsonb;
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
     IF _refuse.epoch IS NULL THEN
         PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
-    SELECT r.status::text, r.lease_epoch::bigint, r.cancel_requested
-      INTO v_status, v_epoch, v_cancel
+    SELECT r.status::text, r.lease_epoch::bigint
+      INTO v_status, v_epoch
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
         PERFORM runq._run_not_found(_refuse.run_id);
     END IF;
 
-    IF honours_cancel AND v_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
-        WITH cancelled AS (
-            UPDATE runq.runs AS r
-               SET status = 'cancelled', lease_expires_at = NULL,
-                   finished_at = v_now, updated_at = v_now
-             WHERE r.run_id = _refuse.run_id
-               AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
-               AND r.cancel_requested
-            RETURNING r.run_id, r.lease_epoch
-        )
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT c.run_id, c.lease_epoch, 'run.cancelled',
-               jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation), v_now
-          FROM cancelled AS c;
-        IF FOUND THEN
+    -- Ours, and stopped by a cancel flag, the deadline or (begin_turn only)
+    -- the budget, in that order (runq._stop_failure): decided under the row
+    -- lock, so that a cancel or a set_budget committed since the caller's
+    -- fenced statement is seen, and the run ends in this transaction.
+    IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        SELECT r.cancel_requested, runq._stop_failure(r, operation = 'begin_turn', v_now)
+          INTO v_cancel, v_failure
+          FROM runq.runs AS r
+         WHERE r.run_id = _refuse.run_id
+           AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+           FOR UPDATE;
+        IF v_cancel OR v_failure IS NOT NULL THEN
+            WITH stopped AS (
+                UPDATE runq.runs AS r
+                   SET status = CASE WHEN v_cancel THEN 'cancelled' ELSE 'failed' END,
+                       failure = CASE WHEN v_cancel THEN NULL ELSE v_failure END,
+                       lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+                 WHERE r.run_id = _refuse.run_id
+                RETURNING r.run_id, r.lease_epoch
+            )
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT s.run_id, s.lease_epoch,
+                   CASE WHEN v_cancel THEN 'run.cancelled' ELSE 'run.failed' END,
+                   CASE WHEN v_cancel
+                        THEN jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation)
+                        ELSE v_failure END,
+                   v_now
+              FROM stopped AS s;
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
             RETURN false;
         END IF;
     END IF;
 
-    -- Running under the very epoch the fence missed: that epoch was issued
-    -- after the fence ran (a forged epoch a claim has just reached), so it was
-    -- one the run never had then. Its worker's own fencing, later, logs it.
     IF _refuse.epoch NOT BETWEEN 0 AND v_epoch
        OR (v_status = 'running' AND v_epoch = _refuse.epoch) THEN
         RETURN false;
@@ -95,6 +117,6 @@ $$;
 REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
-    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, a failure past the deadline or (begin_turn) at the budget, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
 
 COMMIT;

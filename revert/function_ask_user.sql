@@ -1,7 +1,9 @@
 -- Revert runq:function_ask_user from pg
--- (back to ask_user as v0.1.3 released it)
+-- (back to ask_user as v0.2.0 released it)
 -- requires: table_runs
 -- requires: table_run_events
+-- requires: admission
+-- requires: columns_runs_deadline
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
@@ -18,6 +20,10 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
 --
 -- Its arguments are checked by the shared checks of argument_checks.
+--
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql). Past the run's deadline it fails
+-- the run instead (runq._refuse).
 CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -26,7 +32,8 @@ CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question j
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := clock_timestamp();
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -41,13 +48,19 @@ BEGIN
          WHERE r.run_id = ask_user.run_id
            AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
            AND NOT r.cancel_requested
-        RETURNING r.run_id, r.lease_epoch
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
+               jsonb_build_object('question', ask_user.question), v_now
+          FROM asked AS a
     )
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
-           jsonb_build_object('question', ask_user.question), v_now
-      FROM asked AS a;
-    IF FOUND THEN
+    -- The run's slot is handed on when a limit is set (runq._slot_left).
+    SELECT true INTO v_done
+      FROM asked AS a
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(a.tenant_id, a.kind);
+    IF v_done THEN
         RETURN true;
     END IF;
     RETURN runq._refuse(ask_user.run_id, ask_user.epoch, 'ask_user', true);
@@ -58,7 +71,7 @@ REVOKE ALL ON FUNCTION runq.ask_user(bigint, bigint, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.ask_user(bigint, bigint, jsonb) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.ask_user(bigint, bigint, jsonb) IS
-$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run's deadline (the run becomes failed, deadline_exceeded).
 Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -1,10 +1,11 @@
 -- Revert runq:function_cancel from pg
--- (back to cancel as v0.1.3 released it)
+-- (back to cancel as v0.2.0 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: role_runq_client
 -- requires: role_runq_admin
 -- requires: argument_checks
+-- requires: admission
 
 BEGIN;
 
@@ -18,6 +19,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- A NULL or missing run is reported by runq._run_not_found, which every
 -- function that looks a run up shares.
+--
+-- An admitted queued run it cancels hands its slot on when a concurrency
+-- limit is set (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL)
     RETURNS text
     LANGUAGE plpgsql
@@ -30,9 +34,10 @@ DECLARE
     v_status  text;
     v_flagged boolean;
     v_epoch   bigint;
+    v_parked  boolean;
 BEGIN
-    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint
-      INTO v_status, v_flagged, v_epoch
+    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked
+      INTO v_status, v_flagged, v_epoch, v_parked
       FROM runq.runs AS r
      WHERE r.run_id = cancel.run_id
        FOR UPDATE;
@@ -50,6 +55,11 @@ BEGIN
                 jsonb_strip_nulls(jsonb_build_object('reason', cancel.reason,
                                                      'previous_status', v_status)),
                 v_now);
+        -- An admitted queued run leaves its slot (a waiting one holds none).
+        PERFORM runq._slot_left(r.tenant_id, r.kind)
+           FROM runq.runs AS r
+          WHERE r.run_id = cancel.run_id AND v_status = 'queued' AND NOT v_parked
+            AND EXISTS (SELECT FROM runq.limit_settings);
         RETURN 'cancelled';
     ELSIF v_status = 'running' THEN
         IF NOT v_flagged THEN

@@ -1,16 +1,23 @@
 -- Revert runq:function_complete from pg
--- (back to complete as v0.1.3 released it, with the comment comments_raises gave it)
+-- (back to complete as v0.2.0 released it)
 -- requires: table_runs
 -- requires: table_run_events
+-- requires: admission
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by workers. One statement: the fenced update to 'succeeded' and its
 -- event. Applies even when cancel was requested: the work is done, and the
 -- log should say so. Raises RQ003; returns false when fenced.
+--
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -19,7 +26,8 @@ CREATE OR REPLACE FUNCTION runq.complete(run_id bigint, epoch bigint, result jso
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := clock_timestamp();
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
 BEGIN
     WITH done AS (
         UPDATE runq.runs AS r
@@ -27,12 +35,29 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = complete.run_id
            AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
     )
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
-      FROM done AS d;
-    IF FOUND THEN
+    -- The run's slot is handed on (runq._slot_left) only when a debt or a
+    -- parked run of one of its keys may be waiting for it: a queue without
+    -- limits pays one probe of runq.limit_settings, and one whose limits are
+    -- not reached a few more, in this statement, not a call of a function
+    -- (~50 us a run). The same gate as in runq.complete_many.
+    SELECT true INTO v_done
+      FROM done AS d
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings)
+        OR NOT (EXISTS (SELECT FROM runq.limit_debts)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.tenant_id = d.tenant_id)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
+        OR runq._slot_left(d.tenant_id, d.kind);
+    IF v_done THEN
         RETURN true;
     END IF;
     RETURN runq._refuse(complete.run_id, complete.epoch, 'complete', false);

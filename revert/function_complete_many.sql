@@ -1,8 +1,9 @@
 -- Revert runq:function_complete_many from pg
--- (back to complete_many as v0.1.3 released it)
+-- (back to complete_many as v0.2.0 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__answer_batch
+-- requires: admission
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
@@ -15,6 +16,9 @@ SET LOCAL statement_timeout = '10s';
 -- element is runq.complete's fenced update and its run.succeeded event, and
 -- runq._answer_batch answers the elements as runq.complete would. unnest pads
 -- a NULL results with NULLs: a NULL result for each run, as complete's default.
+--
+-- Runs that leave their slots hand them on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
     RETURNS TABLE(run_id bigint, completed boolean)
     LANGUAGE plpgsql
@@ -35,14 +39,27 @@ BEGIN
                    AS c(run_id, epoch, result)
          WHERE r.run_id = c.run_id
            AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
           FROM done AS d
-        RETURNING run_id
     )
-    SELECT array_agg(l.run_id) INTO v_done FROM logged AS l;
+    -- Each run's slot is handed on (runq._slot_left) only when a debt or a
+    -- parked run of one of its keys may be waiting for it, one run after the
+    -- other: a hand-on counts nothing, so the rows of one statement cannot
+    -- give one slot twice. The same gate as in runq.complete.
+    SELECT array_agg(d.run_id) INTO v_done
+      FROM done AS d
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings)
+        OR NOT (EXISTS (SELECT FROM runq.limit_debts)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.tenant_id = d.tenant_id)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
+        OR runq._slot_left(d.tenant_id, d.kind);
     RETURN QUERY SELECT a.run_id, a.applied
                    FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
                                            complete_many.results, v_done, 'complete', false) AS a;

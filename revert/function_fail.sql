@@ -1,17 +1,24 @@
 -- Revert runq:function_fail from pg
--- (back to fail as v0.1.3 released it, with the comment comments_raises gave it)
+-- (back to fail as v0.2.0 released it)
 -- requires: table_runs
 -- requires: table_run_events
+-- requires: admission
 -- requires: function__refuse
 -- requires: role_runq_worker
 -- requires: role_runq_admin
 
 BEGIN;
 
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
 -- Called by workers for a permanent failure: the run goes to the dead letter
 -- at once and the queue never retries it. The stored failure always has code,
 -- message (the code when absent), attempt, epoch and at.
 -- Raises 22023 (failure not an object with a string code), RQ003.
+--
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
 CREATE OR REPLACE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -20,7 +27,8 @@ CREATE OR REPLACE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb)
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := clock_timestamp();
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
 BEGIN
     IF fail.failure IS NULL OR jsonb_typeof(fail.failure) <> 'object'
        OR jsonb_typeof(fail.failure -> 'code') IS DISTINCT FROM 'string'
@@ -40,12 +48,17 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = fail.run_id
            AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.failure
+        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+          FROM failed AS f
     )
-    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
-      FROM failed AS f;
-    IF FOUND THEN
+    -- The run's slot is handed on when a limit is set (runq._slot_left).
+    SELECT true INTO v_done
+      FROM failed AS f
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind);
+    IF v_done THEN
         RETURN true;
     END IF;
     RETURN runq._refuse(fail.run_id, fail.epoch, 'fail', false);

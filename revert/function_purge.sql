@@ -1,11 +1,12 @@
 -- Revert runq:function_purge from pg
--- (back to purge as v0.1.3 released it)
+-- (back to purge as v0.2.0 released it)
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: table_checkpoints
 -- requires: table_inputs
 -- requires: table_tool_calls
 -- requires: table_idempotency_keys
+-- requires: table_run_usage
 -- requires: role_runq_admin
 -- requires: argument_checks
 -- requires: function_submit
@@ -39,6 +40,11 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 for bad arguments.
 --
 -- The arguments are checked by the shared checks of argument_checks.
+--
+-- A run's usage totals (runq.run_usage) go with it.
+-- runq.record_usage reads the run FOR KEY SHARE, so a purge skips a run
+-- whose usage is being recorded, and a record that waits for a purge finds
+-- no run (RQ003) instead of adding a row the purge did not see.
 CREATE OR REPLACE FUNCTION runq.purge(
     older_than     interval,
     max_runs       integer DEFAULT 1000,
@@ -86,6 +92,8 @@ BEGIN
         DELETE FROM runq.inputs AS i WHERE i.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
     ), tool_calls AS (
         DELETE FROM runq.tool_calls AS t WHERE t.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), usage_totals AS (
+        DELETE FROM runq.run_usage AS u WHERE u.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
     ), idempotency_keys AS (
         DELETE FROM runq.idempotency_keys AS k
          WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
@@ -106,7 +114,7 @@ REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
-$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).$c$;
 
 COMMIT;

@@ -7836,7 +7836,7 @@ Raises 22023 (NULL, empty or multidimensional classes, a class outside 0..32767,
 
 COMMIT;
 
--- ==== deploy/function_sweep.sql ====
+-- ==== deploy/function_sweep@v0.2.0.sql ====
 
 -- Deploy runq:function_sweep to pg
 -- requires: table_runs
@@ -8023,7 +8023,7 @@ Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;
 
--- ==== deploy/function_complete.sql ====
+-- ==== deploy/function_complete@v0.2.0.sql ====
 
 -- Deploy runq:function_complete to pg
 -- requires: table_runs
@@ -8099,7 +8099,7 @@ Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_complete_many.sql ====
+-- ==== deploy/function_complete_many@v0.2.0.sql ====
 
 -- Deploy runq:function_complete_many to pg
 -- requires: table_runs
@@ -8177,7 +8177,7 @@ Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id
 
 COMMIT;
 
--- ==== deploy/function_fail.sql ====
+-- ==== deploy/function_fail@v0.2.0.sql ====
 
 -- Deploy runq:function_fail to pg
 -- requires: table_runs
@@ -8254,7 +8254,7 @@ Raises 22023 (NULL run_id or epoch, a failure that is not an object with a strin
 
 COMMIT;
 
--- ==== deploy/function_ask_user.sql ====
+-- ==== deploy/function_ask_user@v0.2.0.sql ====
 
 -- Deploy runq:function_ask_user to pg
 -- requires: table_runs
@@ -8333,7 +8333,7 @@ Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_cancel.sql ====
+-- ==== deploy/function_cancel@v0.2.0.sql ====
 
 -- Deploy runq:function_cancel to pg
 -- requires: table_runs
@@ -8421,7 +8421,7 @@ Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function__refuse.sql ====
+-- ==== deploy/function__refuse@v0.2.0.sql ====
 
 -- Deploy runq:function__refuse to pg
 -- requires: table_runs
@@ -8545,7 +8545,7 @@ COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
 
 COMMIT;
 
--- ==== deploy/function__expire_leases.sql ====
+-- ==== deploy/function__expire_leases@v0.2.0.sql ====
 
 -- Deploy runq:function__expire_leases to pg
 -- requires: table_runs
@@ -10042,7 +10042,7 @@ Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
 
 COMMIT;
 
--- ==== deploy/function_purge.sql ====
+-- ==== deploy/function_purge@v0.2.0.sql ====
 
 -- Deploy runq:function_purge to pg
 -- requires: table_runs
@@ -11655,7 +11655,7 @@ COMMENT ON TYPE runq.completed_and_claimed IS
 
 COMMIT;
 
--- ==== deploy/function_complete_and_claim.sql ====
+-- ==== deploy/function_complete_and_claim@v0.2.0.sql ====
 
 -- Deploy runq:function_complete_and_claim to pg
 -- requires: type_completed_and_claimed
@@ -11849,5 +11849,1625 @@ GRANT EXECUTE ON FUNCTION runq.complete_and_claim(bigint, bigint, jsonb, integer
 COMMENT ON FUNCTION runq.complete_and_claim(bigint, bigint, jsonb, integer[], text, interval, integer, text[], boolean) IS
 $c$runq.complete then runq.claim in one call and one transaction: the run run_id, held under epoch, succeeds with result, then up to max_runs runs of classes (and kinds) are claimed with worker_id and lease, as runq.claim claims them. One row per claimed run: completed (what runq.complete answered: true, or false when fenced, with one run.fenced), then runq.claim's columns. A fenced completion claims nothing unless claim_if_fenced. When nothing is claimed, one row: completed, and NULL in every other column. A NULL run_id and epoch complete nothing (completed NULL) and only claim.
 Raises 22023 (the claim's arguments, as runq.claim; run_id or epoch NULL without the other), RQ003 (no such run); then nothing changes.$c$;
+
+COMMIT;
+
+-- ==== deploy/column_runs_watched.sql ====
+
+-- Deploy runq:column_runs_watched to pg
+-- requires: table_runs
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (no row is rewritten), waiting at most 2 s for it.
+
+BEGIN;
+
+-- Whether a session may be watching the run (runq.watch). A transition that
+-- may concern a watcher reads it on the row it updates anyway, so a run that
+-- nobody watches pays no lookup and sends no notification (a NOTIFY
+-- serialises commits). NULL, not false: a NULL column is stored in the
+-- catalog, no row rewritten, so the lock is brief on any number of runs.
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+ALTER TABLE runq.runs ADD COLUMN watched boolean;
+
+COMMENT ON COLUMN runq.runs.watched IS
+    'True while some session may be watching the run (runq.watch): its transitions to a terminal status or waiting_for_user, and its output, send NOTIFY runq_run. NULL or false: nobody watches.';
+
+COMMIT;
+
+-- ==== deploy/table_watches.sql ====
+
+-- Deploy runq:table_watches to pg
+-- requires: table_runs
+-- Locks: SHARE ROW EXCLUSIVE on runq.runs for the foreign key (no row is read: the new table is empty), waiting at most 2 s for it.
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Who watches which run (runq.watch, runq.unwatch): a session, named by its
+-- backend's pid and start time (a pid alone is reused by a later session).
+-- Watches of a session that ended are deleted by the sweep. ON DELETE
+-- CASCADE: a purged run's watches go with it; a watch is rare, and its
+-- foreign key check costs no transition anything.
+CREATE TABLE runq.watches (
+    run_id        bigint      NOT NULL REFERENCES runq.runs (run_id) ON DELETE CASCADE,
+    pid           bigint      NOT NULL,
+    backend_start timestamptz NOT NULL,
+    PRIMARY KEY (run_id, pid, backend_start)
+);
+
+COMMENT ON TABLE runq.watches IS
+    'The watches of runq.watch: a run and the session (backend pid and start time) that watches it, until that session calls runq.unwatch or ends.';
+
+COMMIT;
+
+-- ==== deploy/table_run_output.sql ====
+
+-- Deploy runq:table_run_output to pg
+-- requires: table_runs
+-- Locks: none on existing tables (a new table).
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- A run's output stream (runq.emit, runq.read_output): chunks numbered per
+-- run 1, 2, 3, ... without gaps, each under the epoch that wrote it. Read by
+-- key range (run_id, seq > n), so the key is the only index. No foreign key,
+-- as in runq.run_events: its check would cost every chunk a lookup of the
+-- run that emit has just locked; runq.purge deletes a run's output with it,
+-- and emit writes only to a running run, which purge never takes.
+CREATE TABLE runq.run_output (
+    run_id     bigint      NOT NULL,
+    seq        bigint      NOT NULL,
+    epoch      bigint      NOT NULL,
+    created_at timestamptz NOT NULL,
+    chunk      jsonb       NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+
+COMMENT ON TABLE runq.run_output IS
+    'The output of runs (runq.emit): chunk seq of a run, numbered 1, 2, 3, ... without gaps in the order the emits committed, under the epoch that wrote it.';
+
+COMMIT;
+
+-- ==== deploy/function__notify_watchers.sql ====
+
+-- Deploy runq:function__notify_watchers to pg
+-- requires: column_runs_watched
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by every function that may end a run or make it wait for its user,
+-- with the runs it changed, after it changed them (their rows locked by this
+-- transaction). A watch (runq.watch) sets runs.watched under the same row
+-- lock, so either the watch saw the change, or the change sees the flag: no
+-- wake-up is lost. The hot paths call it only for a run whose row says it is
+-- watched; a run nobody watches sends nothing (NOTIFY serialises commits).
+-- Returns true, so that a statement can call it in a condition.
+CREATE FUNCTION runq._notify_watchers(run_ids bigint[])
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_notify('runq_run', r.run_id::text)
+       FROM runq.runs AS r
+      WHERE r.run_id = ANY (_notify_watchers.run_ids) AND r.watched
+        AND r.status IN ('succeeded', 'failed', 'cancelled', 'waiting_for_user');
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._notify_watchers(bigint[]) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._notify_watchers(bigint[]) IS
+    'Internal: NOTIFY runq_run (payload: the run_id) for each of these runs that is watched (runs.watched) and terminal or waiting_for_user. Returns true.';
+
+COMMIT;
+
+-- ==== deploy/function_watch.sql ====
+
+-- Deploy runq:function_watch to pg
+-- requires: table_watches
+-- requires: column_runs_watched
+-- requires: function_get_run
+-- requires: type_run_info
+-- requires: role_runq_client
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by a client that waits for a run (after LISTEN runq_run). The flag
+-- is set by an UPDATE, which takes the run's row lock: a transition holding
+-- it commits first, and the run returned (read after the lock, in a
+-- statement of its own) shows it; a transition after it reads the flag and
+-- notifies (runq._notify_watchers). So a session that listens, then
+-- watches, either gets the run already ended in this answer or a
+-- notification for every later change.
+--
+-- The session is named by its pid and start time (a pid is reused by later
+-- sessions), which the sweep checks to forget the watches of sessions that
+-- ended. pg_stat_get_activity shows the start time to the function's owner
+-- only if it may see the caller's session (a superuser, pg_read_all_stats or
+-- the same role); else -infinity stands in, and the sweep then goes by the
+-- pid alone.
+CREATE FUNCTION runq.watch(run_id bigint)
+    RETURNS runq.run_info
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE runq.runs AS r SET watched = true WHERE r.run_id = watch.run_id;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(watch.run_id);
+    END IF;
+    INSERT INTO runq.watches (run_id, pid, backend_start)
+    SELECT watch.run_id, pg_backend_pid(), coalesce(a.backend_start, '-infinity')
+      FROM pg_stat_get_activity(pg_backend_pid()) AS a
+        ON CONFLICT DO NOTHING;
+    RETURN runq.get_run(watch.run_id);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.watch(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.watch(bigint) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.watch(bigint) IS
+$c$Watch the run from this session until it calls runq.unwatch or ends: every transaction that moves the run to a terminal status or to waiting_for_user, or appends to its output (runq.emit), sends NOTIFY runq_run with the run_id as payload. Returns the run as it is once the watch is in place (as runq.get_run). LISTEN runq_run first: then no change is missed, whatever the interleaving; a run already ended or waiting is in the answer. Needs a session connection (behind PgBouncer in transaction mode LISTEN hears nothing). Transitions of runs nobody watches send nothing.
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_unwatch.sql ====
+
+-- Deploy runq:function_unwatch to pg
+-- requires: table_watches
+-- requires: column_runs_watched
+-- requires: role_runq_client
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The last watch of a run clears its flag. The run's row is locked first, as
+-- runq.watch locks it: a watch of another session either committed before
+-- (and its row is seen by the count, in a statement after the lock) or
+-- waits, and sets the flag again after this clears it.
+CREATE FUNCTION runq.unwatch(run_id bigint)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_watched boolean;
+BEGIN
+    PERFORM FROM runq.runs AS r WHERE r.run_id = unwatch.run_id FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        PERFORM runq._run_not_found(unwatch.run_id);
+    END IF;
+    DELETE FROM runq.watches AS w
+     USING pg_stat_get_activity(pg_backend_pid()) AS a
+     WHERE w.run_id = unwatch.run_id AND w.pid = pg_backend_pid()
+       AND w.backend_start = coalesce(a.backend_start, '-infinity');
+    v_watched := FOUND;
+    IF v_watched THEN
+        UPDATE runq.runs AS r SET watched = NULL
+         WHERE r.run_id = unwatch.run_id
+           AND NOT EXISTS (SELECT FROM runq.watches AS w WHERE w.run_id = unwatch.run_id);
+    END IF;
+    RETURN v_watched;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.unwatch(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.unwatch(bigint) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.unwatch(bigint) IS
+$c$End this session's watch of the run (runq.watch). Returns true when there was one, false when there was none. A session's watches also end with the session (the sweep forgets them).
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function__forget_watches.sql ====
+
+-- Deploy runq:function__forget_watches to pg
+-- requires: table_watches
+-- requires: column_runs_watched
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by the sweep. A session that ended never calls unwatch: its
+-- watches are found by their pid and start time (see runq.watch) and go, and
+-- a run left with none stops notifying. The runs are locked before the count
+-- that decides, in a statement after the lock, as runq.unwatch does, so that
+-- a watch committed meanwhile is counted.
+CREATE FUNCTION runq._forget_watches()
+    RETURNS integer
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_runs bigint[];
+BEGIN
+    WITH gone AS (
+        DELETE FROM runq.watches AS w
+         WHERE NOT EXISTS (SELECT FROM pg_stat_get_activity(w.pid::integer) AS a
+                            WHERE coalesce(a.backend_start, '-infinity') = w.backend_start)
+        RETURNING w.run_id
+    )
+    SELECT array_agg(DISTINCT g.run_id) INTO v_runs FROM gone AS g;
+    IF v_runs IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM FROM runq.runs AS r WHERE r.run_id = ANY (v_runs) ORDER BY r.run_id FOR NO KEY UPDATE;
+    UPDATE runq.runs AS r SET watched = NULL
+     WHERE r.run_id = ANY (v_runs) AND r.watched
+       AND NOT EXISTS (SELECT FROM runq.watches AS w WHERE w.run_id = r.run_id);
+    RETURN cardinality(v_runs);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._forget_watches() FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._forget_watches() IS
+    'Internal: delete the watches of sessions that ended, and clear runs.watched of the runs left with none. Returns how many runs lost a watch.';
+
+COMMIT;
+
+-- ==== deploy/function_emit.sql ====
+
+-- Deploy runq:function_emit to pg
+-- requires: table_run_output
+-- requires: column_runs_watched
+-- requires: function__refuse
+-- requires: argument_checks
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers as a run produces output (a model's tokens, progress).
+-- Output is not a transition: no event, and the run's row is not written,
+-- only locked (FOR NO KEY UPDATE), which orders the emits of a run and puts
+-- each after the completion or the fence it meets: a reader that sees the
+-- run ended has seen all of its output. The chunks are numbered after the
+-- lock, in a statement of its own (a snapshot taken after the emit before
+-- committed), so seq runs 1, 2, 3, ... without gaps in commit order.
+CREATE FUNCTION runq.emit(run_id bigint, epoch bigint, chunks jsonb[])
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_watched boolean;
+BEGIN
+    IF NOT coalesce(cardinality(emit.chunks) > 0 AND array_position(emit.chunks, NULL) IS NULL,
+                    false) THEN
+        PERFORM runq._bad_argument('chunks', 'a non-empty array of jsonb values, none NULL',
+                                   emit.chunks);
+    END IF;
+
+    SELECT r.watched INTO v_watched
+      FROM runq.runs AS r
+     WHERE r.run_id = emit.run_id
+       AND r.status = 'running' AND r.lease_epoch = emit.epoch  -- fence
+       AND NOT r.cancel_requested
+       AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN runq._refuse(emit.run_id, emit.epoch, 'emit', true);
+    END IF;
+
+    INSERT INTO runq.run_output (run_id, seq, epoch, created_at, chunk)
+    SELECT emit.run_id,
+           coalesce((SELECT max(o.seq) FROM runq.run_output AS o WHERE o.run_id = emit.run_id), 0)
+           + c.n,
+           emit.epoch, v_now, c.chunk
+      FROM unnest(emit.chunks) WITH ORDINALITY AS c (chunk, n);
+    IF v_watched THEN
+        PERFORM pg_notify('runq_run', emit.run_id::text);
+    END IF;
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.emit(bigint, bigint, jsonb[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.emit(bigint, bigint, jsonb[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.emit(bigint, bigint, jsonb[]) IS
+$c$Append chunks, in order, to the run's output under epoch (read with runq.read_output: numbered 1, 2, 3, ... per run without gaps, in the order the emits committed). Logs no event. Returns true; false when the run is no longer the caller's (fenced: nothing stored, one run.fenced; an epoch the run never had: nothing logged), and, as begin_tool, on a run asked to cancel (it becomes cancelled) or past its deadline (it fails with deadline_exceeded). A watched run (runq.watch) notifies runq_run.
+Raises 22023 (chunks NULL, empty or holding a NULL; NULL epoch), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_read_output.sql ====
+
+-- Deploy runq:function_read_output to pg
+-- requires: table_run_output
+-- requires: argument_checks
+-- requires: role_runq_client
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: role_runq_observer
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by readers of a run's output, repeatedly, each time after the last
+-- seq they read: a range of run_output's key. Chunks commit in seq order
+-- (runq.emit), so a snapshot that holds chunk n holds every chunk before it.
+CREATE FUNCTION runq.read_output(run_id bigint, after_seq bigint DEFAULT 0,
+                                 max_chunks integer DEFAULT 1000)
+    RETURNS TABLE (seq bigint, epoch bigint, chunk jsonb, created_at timestamptz)
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    IF runq._check_count('max_chunks', read_output.max_chunks)
+       AND (CASE WHEN read_output.after_seq IS NOT NULL THEN true
+                 ELSE runq._bad_argument('after_seq', 'a sequence number (0: from the start)',
+                                         read_output.after_seq) END) THEN
+    END IF;
+    RETURN QUERY
+    SELECT o.seq, o.epoch, o.chunk, o.created_at
+      FROM runq.run_output AS o
+     WHERE o.run_id = read_output.run_id AND o.seq > read_output.after_seq
+     ORDER BY o.seq
+     LIMIT read_output.max_chunks;
+    IF NOT FOUND AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = read_output.run_id) THEN
+        PERFORM runq._run_not_found(read_output.run_id);
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.read_output(bigint, bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.read_output(bigint, bigint, integer)
+    TO runq_client, runq_worker, runq_admin, runq_observer;
+
+COMMENT ON FUNCTION runq.read_output(bigint, bigint, integer) IS
+$c$The run's output chunks (runq.emit) with seq > after_seq, in seq order, at most max_chunks: seq, the epoch that wrote it, the chunk, created_at. Read again after the last seq read: nothing is missed or seen twice. Output of an earlier epoch stays (the run started over from its checkpoint).
+Raises 22023 (max_chunks NULL or below 1, NULL after_seq), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_complete.sql ====
+
+-- Deploy runq:function_complete to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: admission
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: function__notify_watchers
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers. One statement: the fenced update to 'succeeded' and its
+-- event. Applies even when cancel was requested: the work is done, and the
+-- log should say so. Raises RQ003; returns false when fenced.
+--
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
+BEGIN
+    WITH done AS (
+        UPDATE runq.runs AS r
+           SET status = 'succeeded', result = complete.result,
+               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+         WHERE r.run_id = complete.run_id
+           AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
+    )
+    -- The run's slot is handed on (runq._slot_left) only when a debt or a
+    -- parked run of one of its keys may be waiting for it: a queue without
+    -- limits pays one probe of runq.limit_settings, and one whose limits are
+    -- not reached a few more, in this statement, not a call of a function
+    -- (~50 us a run). The same gate as in runq.complete_many.
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
+    SELECT true INTO v_done
+      FROM done AS d
+     WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings)
+        OR NOT (EXISTS (SELECT FROM runq.limit_debts)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.tenant_id = d.tenant_id)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
+        OR runq._slot_left(d.tenant_id, d.kind));
+    IF v_done THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(complete.run_id, complete.epoch, 'complete', false);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.complete(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.complete(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.complete(bigint, bigint, jsonb) IS
+$c$Mark a run this worker holds under epoch succeeded, with an optional result. Returns true, or false when fenced (the run is no longer running under this epoch; nothing changes but one run.fenced event).
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_complete_many.sql ====
+
+-- Deploy runq:function_complete_many to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: function__answer_batch
+-- requires: admission
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: function__notify_watchers
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Several completions of a worker in one round trip and one statement: each
+-- element is runq.complete's fenced update and its run.succeeded event, and
+-- runq._answer_batch answers the elements as runq.complete would. unnest pads
+-- a NULL results with NULLs: a NULL result for each run, as complete's default.
+--
+-- Runs that leave their slots hand them on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, completed boolean)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+    v_done bigint[];
+BEGIN
+    WITH done AS (
+        UPDATE runq.runs AS r
+           SET status = 'succeeded', result = c.result,
+               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+          FROM unnest(complete_many.run_ids, complete_many.epochs, complete_many.results)
+                   AS c(run_id, epoch, result)
+         WHERE r.run_id = c.run_id
+           AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
+    )
+    -- Each run's slot is handed on (runq._slot_left) only when a debt or a
+    -- parked run of one of its keys may be waiting for it, one run after the
+    -- other: a hand-on counts nothing, so the rows of one statement cannot
+    -- give one slot twice. The same gate as in runq.complete.
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
+    SELECT array_agg(d.run_id) INTO v_done
+      FROM done AS d
+     WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings)
+        OR NOT (EXISTS (SELECT FROM runq.limit_debts)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.tenant_id = d.tenant_id)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
+        OR runq._slot_left(d.tenant_id, d.kind));
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
+                                           complete_many.results, v_done, 'complete', false) AS a;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) IS
+$c$runq.complete for many runs in one statement: the run run_ids[i] under epochs[i] succeeds with results[i] (NULL results: a NULL result for each), one row per element in the order given. completed is what runq.complete would return for it: true, or false when that run is fenced (one run.fenced event).
+Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_complete_and_claim.sql ====
+
+-- Deploy runq:function_complete_and_claim to pg
+-- requires: type_completed_and_claimed
+-- requires: function_complete
+-- requires: function_claim
+-- requires: argument_checks
+-- requires: function__refuse
+-- requires: function__checkpoint_state
+-- requires: function__inputs_after
+-- requires: function__usage_totals
+-- requires: table_settings
+-- requires: table_limit_settings
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: function__notify_watchers
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers: a run finished and the next taken in one round trip and
+-- one transaction, where runq.complete then runq.claim take two of each.
+-- It is those two calls, in that order, so each rule is theirs: the
+-- completion is fenced as complete's (false, one run.fenced), a slot it
+-- frees under a limit is handed on before the claim looks, and the claim
+-- takes what claim would. A fenced completion claims nothing unless
+-- claim_if_fenced: a worker that lost a run may have lost its lease to a
+-- pause of its whole process, and is asked to look before it takes more.
+-- A NULL run_id and epoch complete nothing (a worker loop's first call).
+-- The claim's arguments are tested first, so a bad one changes nothing.
+--
+-- The usual call (a run given, no kinds, no concurrency limit set) takes a
+-- fast path: the completion and the claim are one UPDATE of runs and one
+-- INSERT of their events. A cycle's cost is per statement and per index of
+-- runs (executor start-up, the 17 indexes opened and their predicates
+-- compiled, the run-shape CHECK parsed again), not per row: one statement
+-- for both rows costs 0.81 of the instructions of complete then claim (19 %
+-- fewer) and 0.72 of the one-call version before it (bench/instructions.py
+-- --one-call; docs/performance/history.md, "One call a cycle"). Its rules are complete's and claim's: the run given
+-- is locked first and must be running under epoch (else nothing is claimed
+-- here and the slow path reports the fencing), the claim picks and sets as
+-- runq.claim's statement does (keep the two alike), and a claim that comes
+-- back short asks runq.claim for the rest, which marks the workers idle and
+-- swaps parked runs in as it always does. With a limit set, the slot the
+-- completion frees must be handed on before the claim looks: the two calls.
+CREATE OR REPLACE FUNCTION runq.complete_and_claim(
+    run_id          bigint,
+    epoch           bigint,
+    result          jsonb,
+    classes         integer[],
+    worker_id       text     DEFAULT NULL,
+    lease           interval DEFAULT NULL,
+    max_runs        integer  DEFAULT 1,
+    kinds           text[]   DEFAULT NULL,
+    claim_if_fenced boolean  DEFAULT false)
+    RETURNS SETOF runq.completed_and_claimed
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    -- As runq.claim's: the fast path's statement is planned once per session
+    -- (a custom plan of it, with runs of 200,000 rows, was past
+    -- jit_above_cost and ran slower than two calls), and never compiled.
+    SET plan_cache_mode = force_generic_plan
+    SET jit = off
+AS $$
+DECLARE
+    v_now       timestamptz := clock_timestamp();
+    v_completed boolean;
+    v_got       bigint := 0::bigint;
+    v_none      runq.completed_and_claimed;
+BEGIN
+    IF NOT coalesce(runq._is_classes(complete_and_claim.classes)
+                    AND runq._is_count(complete_and_claim.max_runs)
+                    AND runq._is_duration(complete_and_claim.lease)
+                    AND (complete_and_claim.kinds IS NULL OR runq._is_names(complete_and_claim.kinds)),
+                    false) THEN
+        PERFORM runq._check_classes('classes', complete_and_claim.classes)
+            AND runq._check_count('max_runs', complete_and_claim.max_runs)
+            AND runq._check_duration('lease', complete_and_claim.lease)
+            AND (complete_and_claim.kinds IS NULL
+                 OR runq._check_names('kinds', complete_and_claim.kinds));
+    END IF;
+    IF complete_and_claim.run_id IS NOT NULL AND complete_and_claim.epoch IS NOT NULL
+       AND complete_and_claim.kinds IS NULL AND NOT EXISTS (SELECT FROM runq.limit_settings) THEN
+        RETURN QUERY
+        WITH held AS (
+            SELECT r.run_id
+              FROM runq.runs AS r
+             WHERE r.run_id = complete_and_claim.run_id
+               AND r.status = 'running' AND r.lease_epoch = complete_and_claim.epoch  -- fence
+               FOR UPDATE
+        ), picked AS (
+            -- runq.claim's pick, and only once the run given is held.
+            SELECT r.run_id
+              FROM runq.runs AS r
+             WHERE r.status = 'queued' AND NOT r.parked
+               AND r.priority = ANY (complete_and_claim.classes)
+               AND r.ready_at <= v_now
+               AND EXISTS (SELECT FROM held)
+             ORDER BY r.priority, r.ready_at, r.run_id
+             LIMIT complete_and_claim.max_runs
+               FOR UPDATE SKIP LOCKED
+        ), chosen AS (
+            SELECT coalesce(complete_and_claim.lease, (SELECT s.lease FROM runq.settings AS s)) AS lease
+        ), changed AS (
+            -- The run given is the one that is running; the others are claimed.
+            UPDATE runq.runs AS r
+               SET status = CASE WHEN r.status = 'running' THEN 'succeeded' ELSE 'running' END,
+                   result = CASE WHEN r.status = 'running' THEN complete_and_claim.result
+                                 ELSE r.result END,
+                   lease_epoch = CASE WHEN r.status = 'running' THEN r.lease_epoch
+                                      ELSE r.lease_epoch + 1 END,
+                   attempts = CASE WHEN r.status = 'running' THEN r.attempts ELSE r.attempts + 1 END,
+                   lease_owner = CASE WHEN r.status = 'running' THEN r.lease_owner
+                                      ELSE complete_and_claim.worker_id END,
+                   lease = CASE WHEN r.status = 'running' THEN r.lease ELSE l.lease END,
+                   heartbeat_at = CASE WHEN r.status = 'running' THEN r.heartbeat_at ELSE v_now END,
+                   lease_expires_at = CASE WHEN r.status = 'running' THEN NULL ELSE v_now + l.lease END,
+                   finished_at = CASE WHEN r.status = 'running' THEN v_now ELSE r.finished_at END,
+                   updated_at = v_now
+              FROM chosen AS l
+             WHERE r.run_id = ANY (ARRAY(SELECT h.run_id FROM held AS h
+                                         UNION ALL SELECT p.run_id FROM picked AS p))
+            RETURNING r.run_id, r.status, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
+                      r.priority, r.payload, r.attempts, r.last_checkpoint,
+                      r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.watched
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT c.run_id, c.lease_epoch,
+                   CASE WHEN c.status = 'succeeded' THEN 'run.succeeded' ELSE 'run.claimed' END,
+                   CASE WHEN c.status = 'succeeded' THEN '{}'::jsonb
+                        ELSE jsonb_build_object('worker_id', complete_and_claim.worker_id,
+                                                'attempt', c.attempts) END,
+                   v_now
+              FROM changed AS c
+             -- The run completed notifies its watchers, if any (runq.complete).
+             WHERE c.watched IS NOT TRUE OR c.status <> 'succeeded'
+                OR runq._notify_watchers(ARRAY[c.run_id])
+        )
+        -- runq.claim's result, after true.
+        SELECT true, c.run_id, c.lease_epoch::bigint, c.tenant_id::text, c.session_id::text,
+               c.kind::text, c.priority::integer, c.payload::jsonb, c.attempts::integer,
+               CASE WHEN c.lease_epoch > 1
+                    THEN runq._checkpoint_state(c.run_id, c.last_checkpoint) END,
+               CASE WHEN c.lease_epoch > 1
+                    THEN runq._inputs_after(c.run_id, c.last_checkpoint) ELSE '[]' END,
+               c.lease_epoch > 1, c.lease_expires_at, c.deadline, c.budget,
+               CASE WHEN c.lease_epoch > 1 THEN runq._usage_totals(c.run_id) ELSE '{}' END
+          FROM changed AS c
+         WHERE c.status = 'running'
+         ORDER BY c.priority, c.ready_at, c.run_id;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+        IF v_got = complete_and_claim.max_runs THEN
+            RETURN;
+        END IF;
+        -- Short, or nothing held: did this call complete the run? (It holds
+        -- its row lock, so nothing else changed it since.)
+        v_completed := v_got > 0 OR EXISTS (
+            SELECT FROM runq.runs AS r
+             WHERE r.run_id = complete_and_claim.run_id AND r.status = 'succeeded'
+               AND r.lease_epoch = complete_and_claim.epoch AND r.finished_at = v_now);
+        IF NOT v_completed THEN
+            -- Fenced: one run.fenced and false, as complete; RQ003 for no such run.
+            v_completed := runq._refuse(complete_and_claim.run_id, complete_and_claim.epoch,
+                                        'complete', false);
+        END IF;
+    -- One of the two NULL: complete raises 22023 naming it.
+    ELSIF complete_and_claim.run_id IS NOT NULL OR complete_and_claim.epoch IS NOT NULL THEN
+        v_completed := runq.complete(complete_and_claim.run_id, complete_and_claim.epoch,
+                                     complete_and_claim.result);
+    END IF;
+    IF v_completed OR v_completed IS NULL OR coalesce(complete_and_claim.claim_if_fenced, false) THEN
+        RETURN QUERY
+            SELECT v_completed, c.*
+              FROM runq.claim(complete_and_claim.classes, complete_and_claim.worker_id,
+                              complete_and_claim.lease,
+                              complete_and_claim.max_runs - v_got::integer,
+                              complete_and_claim.kinds) AS c;
+        IF FOUND OR v_got > 0 THEN
+            RETURN;
+        END IF;
+    END IF;
+    -- Nothing claimed: one row all the same, to say what the completion did.
+    v_none.completed := v_completed;
+    RETURN NEXT v_none;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.complete_and_claim(bigint, bigint, jsonb, integer[], text, interval, integer, text[], boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.complete_and_claim(bigint, bigint, jsonb, integer[], text, interval, integer, text[], boolean)
+    TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.complete_and_claim(bigint, bigint, jsonb, integer[], text, interval, integer, text[], boolean) IS
+$c$runq.complete then runq.claim in one call and one transaction: the run run_id, held under epoch, succeeds with result, then up to max_runs runs of classes (and kinds) are claimed with worker_id and lease, as runq.claim claims them. One row per claimed run: completed (what runq.complete answered: true, or false when fenced, with one run.fenced), then runq.claim's columns. A fenced completion claims nothing unless claim_if_fenced. When nothing is claimed, one row: completed, and NULL in every other column. A NULL run_id and epoch complete nothing (completed NULL) and only claim.
+Raises 22023 (the claim's arguments, as runq.claim; run_id or epoch NULL without the other), RQ003 (no such run); then nothing changes.$c$;
+
+COMMIT;
+
+-- ==== deploy/function_fail.sql ====
+
+-- Deploy runq:function_fail to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: admission
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: function__notify_watchers
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers for a permanent failure: the run goes to the dead letter
+-- at once and the queue never retries it. The stored failure always has code,
+-- message (the code when absent), attempt, epoch and at.
+-- Raises 22023 (failure not an object with a string code), RQ003.
+--
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
+BEGIN
+    IF fail.failure IS NULL OR jsonb_typeof(fail.failure) <> 'object'
+       OR jsonb_typeof(fail.failure -> 'code') IS DISTINCT FROM 'string'
+       OR jsonb_typeof(fail.failure -> 'message') NOT IN ('string', 'null') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('failure must be a jsonb object with a string code (and a string message, if any), got %s',
+                             coalesce(left(fail.failure::text, 200), 'NULL'));
+    END IF;
+
+    WITH failed AS (
+        UPDATE runq.runs AS r
+           SET status = 'failed',
+               failure = fail.failure
+                         || jsonb_build_object(
+                                'message', coalesce(fail.failure ->> 'message', fail.failure ->> 'code'),
+                                'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
+               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+         WHERE r.run_id = fail.run_id
+           AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
+        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+          FROM failed AS f
+    )
+    -- The run's slot is handed on when a limit is set (runq._slot_left).
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
+    SELECT true INTO v_done
+      FROM failed AS f
+     WHERE (f.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[f.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind));
+    IF v_done THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(fail.run_id, fail.epoch, 'fail', false);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.fail(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.fail(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.fail(bigint, bigint, jsonb) IS
+$c$Fail a run this worker holds under epoch, permanently: it goes to the dead letter (status failed) and is never retried by the queue; runq.redrive brings it back. failure is an object with a string code and optionally a message; attempt, epoch and at are added. Returns true, or false when fenced.
+Raises 22023 (NULL run_id or epoch, a failure that is not an object with a string code), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_ask_user.sql ====
+
+-- Deploy runq:function_ask_user to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: admission
+-- requires: columns_runs_deadline
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: function__notify_watchers
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers. The run waits for the user: its lease ends, and it keeps
+-- its session's one active slot, so the user's answer (a submit to that
+-- session, or runq.deliver_input) resumes this run rather than starting one.
+-- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
+--
+-- Its arguments are checked by the shared checks of argument_checks.
+--
+-- A run that leaves its slot hands it on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql). Past the run's deadline it fails
+-- the run instead (runq._refuse).
+CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_done  boolean;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('question', ask_user.question) THEN
+    END IF;
+
+    WITH asked AS (
+        UPDATE runq.runs AS r
+           SET status = 'waiting_for_user', question = ask_user.question,
+               lease_expires_at = NULL, updated_at = v_now
+         WHERE r.run_id = ask_user.run_id
+           AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
+           AND NOT r.cancel_requested
+           AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
+               jsonb_build_object('question', ask_user.question), v_now
+          FROM asked AS a
+    )
+    -- The run's slot is handed on when a limit is set (runq._slot_left).
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
+    SELECT true INTO v_done
+      FROM asked AS a
+     WHERE (a.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[a.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(a.tenant_id, a.kind));
+    IF v_done THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(ask_user.run_id, ask_user.epoch, 'ask_user', true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.ask_user(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.ask_user(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.ask_user(bigint, bigint, jsonb) IS
+$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run's deadline (the run becomes failed, deadline_exceeded).
+Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_cancel.sql ====
+
+-- Deploy runq:function_cancel to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: role_runq_client
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: admission
+-- requires: function__notify_watchers
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by submitters and operators. Locks the run. A queued or waiting run
+-- is cancelled at once; a running one gets the durable cancel flag, which the
+-- worker's next heartbeat (or other fenced write) turns into 'cancelled' — the
+-- queue cannot interrupt a worker on another machine. Raises RQ003.
+--
+-- A NULL or missing run is reported by runq._run_not_found, which every
+-- function that looks a run up shares.
+--
+-- An admitted queued run it cancels hands its slot on when a concurrency
+-- limit is set (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL)
+    RETURNS text
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_flagged boolean;
+    v_epoch   bigint;
+    v_parked  boolean;
+BEGIN
+    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked
+      INTO v_status, v_flagged, v_epoch, v_parked
+      FROM runq.runs AS r
+     WHERE r.run_id = cancel.run_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(cancel.run_id);
+    END IF;
+
+    IF v_status IN ('queued', 'waiting_for_user') THEN
+        UPDATE runq.runs AS r
+           SET status = 'cancelled', question = NULL, finished_at = v_now, updated_at = v_now
+         WHERE r.run_id = cancel.run_id;
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        VALUES (cancel.run_id, v_epoch, 'run.cancelled',
+                jsonb_strip_nulls(jsonb_build_object('reason', cancel.reason,
+                                                     'previous_status', v_status)),
+                v_now);
+        -- An admitted queued run leaves its slot (a waiting one holds none).
+        PERFORM runq._slot_left(r.tenant_id, r.kind)
+           FROM runq.runs AS r
+          WHERE r.run_id = cancel.run_id AND v_status = 'queued' AND NOT v_parked
+            AND EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(ARRAY[cancel.run_id]);
+        RETURN 'cancelled';
+    ELSIF v_status = 'running' THEN
+        IF NOT v_flagged THEN
+            UPDATE runq.runs AS r
+               SET cancel_requested = true, updated_at = v_now
+             WHERE r.run_id = cancel.run_id;
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            VALUES (cancel.run_id, v_epoch, 'run.cancel_requested',
+                    jsonb_strip_nulls(jsonb_build_object('reason', cancel.reason)), v_now);
+        END IF;
+        RETURN 'cancel_requested';
+    END IF;
+    RETURN 'already_terminal';
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.cancel(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.cancel(bigint, text) TO runq_client, runq_admin;
+
+COMMENT ON FUNCTION runq.cancel(bigint, text) IS
+$c$Cancel a run. Returns cancelled (it was queued or waiting_for_user), cancel_requested (it is running: the worker's next heartbeat returns false and the run becomes cancelled then) or already_terminal (nothing changed).
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
+
+COMMIT;
+
+-- ==== deploy/function__refuse.sql ====
+
+-- Deploy runq:function__refuse to pg
+-- requires: table_runs
+-- requires: index_run_events_fenced
+-- requires: function__resolve_tool_calls
+-- requires: argument_checks
+-- requires: admission
+-- requires: stop_failures
+-- requires: function__notify_watchers
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The slow path of every worker write whose fenced statement matched no row.
+-- Why it matched nothing decides the answer:
+--   * no such run                      -> RQ003 (only a run that exists can fence);
+--   * ours, but cancel was requested   -> the run becomes cancelled now, in this
+--     (when the write honours cancel)     statement's transaction; false;
+--   * ours, past its deadline, or at   -> the run becomes failed now (deadline_exceeded,
+--     its budget (begin_turn only)        budget_exhausted), in this transaction; false;
+--     (when the write honours cancel)
+--   * an epoch the run never had (negative, or above its lease_epoch: no
+--     claim has issued it yet) -> false and no event: a run.fenced there
+--     would come before that epoch's run.claimed, and would take the place
+--     (ON CONFLICT) of the real fencing of that epoch's worker later;
+--   * anything else (an older epoch, or not running) -> one run.fenced per run
+--     and stale epoch; false. The run itself is not touched.
+-- Epochs only grow and a run never returns to 'running' under an old epoch, so
+-- the state read here cannot turn back into a match.
+--
+-- A negative epoch could not be logged anyway: runq.epoch's check on the
+-- event would raise 23514.
+--
+-- A NULL or missing run is reported by runq._run_not_found, a NULL epoch by
+-- runq._bad_argument.
+--
+-- A run it cancels hands its slot on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq._refuse(run_id bigint, epoch bigint, operation text, honours_cancel boolean)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_status  text;
+    v_epoch   bigint;
+    v_cancel  boolean;
+    v_failure jsonb;
+BEGIN
+    -- A NULL id or epoch matched nothing in the caller's fence; say why here,
+    -- off the hot path.
+    IF _refuse.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
+    END IF;
+    SELECT r.status::text, r.lease_epoch::bigint
+      INTO v_status, v_epoch
+      FROM runq.runs AS r
+     WHERE r.run_id = _refuse.run_id;
+    IF NOT FOUND THEN
+        PERFORM runq._run_not_found(_refuse.run_id);
+    END IF;
+
+    -- Ours, and stopped by a cancel flag, the deadline or (begin_turn only)
+    -- the budget, in that order (runq._stop_failure): decided under the row
+    -- lock, so that a cancel or a set_budget committed since the caller's
+    -- fenced statement is seen, and the run ends in this transaction.
+    IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        SELECT r.cancel_requested, runq._stop_failure(r, operation = 'begin_turn', v_now)
+          INTO v_cancel, v_failure
+          FROM runq.runs AS r
+         WHERE r.run_id = _refuse.run_id
+           AND r.status = 'running' AND r.lease_epoch = _refuse.epoch  -- fence
+           FOR UPDATE;
+        IF v_cancel OR v_failure IS NOT NULL THEN
+            WITH stopped AS (
+                UPDATE runq.runs AS r
+                   SET status = CASE WHEN v_cancel THEN 'cancelled' ELSE 'failed' END,
+                       failure = CASE WHEN v_cancel THEN NULL ELSE v_failure END,
+                       lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+                 WHERE r.run_id = _refuse.run_id
+                RETURNING r.run_id, r.lease_epoch
+            )
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT s.run_id, s.lease_epoch,
+                   CASE WHEN v_cancel THEN 'run.cancelled' ELSE 'run.failed' END,
+                   CASE WHEN v_cancel
+                        THEN jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation)
+                        ELSE v_failure END,
+                   v_now
+              FROM stopped AS s;
+            PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._notify_watchers(ARRAY[_refuse.run_id]);
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
+            RETURN false;
+        END IF;
+    END IF;
+
+    IF _refuse.epoch NOT BETWEEN 0 AND v_epoch
+       OR (v_status = 'running' AND v_epoch = _refuse.epoch) THEN
+        RETURN false;
+    END IF;
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    VALUES (_refuse.run_id, _refuse.epoch, 'run.fenced',
+            jsonb_build_object('operation', operation, 'current_epoch', v_epoch,
+                               'status', v_status),
+            v_now)
+    ON CONFLICT (run_id, epoch) WHERE type = 'run.fenced' DO NOTHING;
+    RETURN false;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._refuse(bigint, bigint, text, boolean) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._refuse(bigint, bigint, text, boolean) IS
+    'Internal: answers a worker write that its fence refused: 22023 (NULL run_id or epoch), RQ003, cancellation, a failure past the deadline or (begin_turn) at the budget, one run.fenced event for a stale epoch, or nothing for an epoch the run never had.';
+
+COMMIT;
+
+-- ==== deploy/function__expire_leases.sql ====
+
+-- Deploy runq:function__expire_leases to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: function__backoff
+-- requires: function__resolve_tool_calls
+-- requires: admission
+-- requires: function__notify_watchers
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The lease-expiry path, shared by runq.sweep (leases found expired) and
+-- runq.release (a lease given back: released => true). The caller has locked
+-- the runs, which are 'running'. For each run, in this order:
+--   1. cancel requested                      -> cancelled
+--   2. past its deadline                     -> failed, deadline_exceeded
+--   3. attempts used up (not on release)     -> failed, max_attempts_exceeded
+--   4. policy 'fail'                         -> failed, orphaned
+--   5. policy 'zero_work': no turn, no tool call and inside queue_ttl
+--                                            -> requeued at once; else orphaned
+--   6. policy 'resume'                       -> requeued; the sweep backs off
+--                                               least(cap, base * 2^(attempts-1)),
+--                                               a release does not
+-- A release gives back the attempt its claim took. Tool calls the dead epoch
+-- left 'started' are resolved first, whatever the outcome.
+--
+-- The runs it moves call the admission functions when limits or pauses are
+-- set (deploy/admission.sql).
+-- A run past its deadline fails (deploy/stop_failures.sql).
+CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamptz)
+    RETURNS TABLE(run_id bigint, action text)
+    LANGUAGE plpgsql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM runq._resolve_tool_calls(_expire_leases.run_ids, _expire_leases.at);
+
+    RETURN QUERY
+    WITH decided AS (
+        SELECT r.run_id,
+               CASE WHEN r.cancel_requested THEN 'cancelled'
+                    WHEN r.deadline <= _expire_leases.at THEN 'deadline_exceeded'
+                    WHEN NOT released AND r.attempts >= r.max_attempts THEN 'dead_lettered'
+                    WHEN r.recovery_policy = 'fail' THEN 'orphaned'
+                    WHEN r.recovery_policy = 'zero_work'
+                         AND (r.turns > 0 OR r.tools_begun > 0
+                              OR r.expires_at <= _expire_leases.at) THEN 'orphaned'
+                    ELSE 'requeued'
+               END AS action
+          FROM runq.runs AS r
+         WHERE r.run_id = ANY (_expire_leases.run_ids)
+           AND r.status = 'running'
+    ), applied AS (
+        UPDATE runq.runs AS r
+           SET status = CASE d.action WHEN 'requeued' THEN 'queued'
+                                      WHEN 'cancelled' THEN 'cancelled'
+                                      ELSE 'failed' END,
+               attempts = r.attempts - CASE WHEN released THEN 1 ELSE 0 END,
+               scheduled_for = CASE
+                   WHEN d.action <> 'requeued' THEN r.scheduled_for
+                   WHEN NOT released AND r.recovery_policy = 'resume'
+                       THEN _expire_leases.at + runq._backoff(r.attempts)
+                   ELSE NULL END,
+               failure = CASE d.action
+                   WHEN 'deadline_exceeded' THEN runq._stop_failure(r, false, _expire_leases.at)
+                   WHEN 'dead_lettered' THEN jsonb_build_object(
+                       'code', 'max_attempts_exceeded',
+                       'message', format('lease expired on attempt %s of %s', r.attempts, r.max_attempts),
+                       'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', _expire_leases.at)
+                   WHEN 'orphaned' THEN jsonb_build_object(
+                       'code', 'orphaned',
+                       'message', format('lease %s with recovery policy %s%s',
+                                         CASE WHEN released THEN 'released' ELSE 'expired' END,
+                                         r.recovery_policy,
+                                         CASE WHEN r.recovery_policy = 'fail' THEN ''
+                                              WHEN r.turns > 0 OR r.tools_begun > 0
+                                                  THEN ' after the run did work'
+                                              ELSE ' past its queue_ttl' END),
+                       'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', _expire_leases.at)
+                   END,
+               finished_at = CASE WHEN d.action <> 'requeued' THEN _expire_leases.at END,
+               lease_expires_at = NULL,
+               updated_at = _expire_leases.at
+          FROM decided AS d
+         WHERE r.run_id = d.run_id
+        RETURNING r.run_id, r.lease_epoch, d.action, r.failure, r.scheduled_for, r.watched
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT a.run_id, a.lease_epoch,
+               CASE a.action WHEN 'requeued' THEN 'run.requeued'
+                             WHEN 'cancelled' THEN 'run.cancelled'
+                             ELSE 'run.failed' END,
+               CASE a.action
+                   WHEN 'requeued' THEN jsonb_build_object(
+                       'reason', CASE WHEN released THEN 'released' ELSE 'lease_expired' END,
+                       'scheduled_for', a.scheduled_for)
+                   WHEN 'cancelled' THEN jsonb_build_object('reason', 'cancel_requested')
+                   ELSE a.failure END,
+               _expire_leases.at
+          FROM applied AS a
+         ORDER BY a.run_id
+    )
+    -- A run that ended and is watched notifies its watchers (runq._notify_watchers).
+    SELECT a.run_id, a.action
+      FROM applied AS a
+     WHERE a.watched IS NOT TRUE OR a.action = 'requeued' OR runq._notify_watchers(ARRAY[a.run_id])
+     ORDER BY a.run_id;
+
+    IF FOUND THEN
+        -- Wake idle workers for what just became claimable. One payload-less
+        -- notification per transaction: NOTIFY folds duplicates.
+        PERFORM pg_notify('runq', '');
+        -- With limits or pauses set (deploy/admission.sql): a requeued run
+        -- keeps its slot unless a pause or a lowered limit's debt parks it;
+        -- a run that ended leaves its slot to the next. The runs this call
+        -- updated are those it stamped with at.
+        IF EXISTS (SELECT FROM runq.limit_settings) OR EXISTS (SELECT FROM runq.pause_settings) THEN
+            PERFORM runq._requeued(r.run_id, true)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status = 'queued';
+            PERFORM runq._slot_left(r.tenant_id, r.kind)
+               FROM runq.runs AS r
+              WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+                AND r.status IN ('failed', 'cancelled');
+        END IF;
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq._expire_leases(bigint[], boolean, timestamptz) FROM PUBLIC;
+
+COMMENT ON FUNCTION runq._expire_leases(bigint[], boolean, timestamptz) IS
+    'Internal: applies the lease-expiry rules to locked running runs; returns each run''s action.';
+
+COMMIT;
+
+-- ==== deploy/function_sweep.sql ====
+
+-- Deploy runq:function_sweep to pg
+-- requires: table_runs
+-- requires: index_runs_held
+-- requires: index_runs_queue_expiry
+-- requires: function__expire_leases
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: admission
+-- requires: index_runs_deadline
+-- requires: stop_failures
+-- requires: function__notify_watchers
+-- requires: function__forget_watches
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called on a timer by worker pools and operators, from any number of
+-- processes at once: every pick is FOR UPDATE SKIP LOCKED, so concurrent
+-- sweepers split the work and a run is decided once. Up to max_runs runs in
+-- all: first running runs whose lease has expired or whose deadline has
+-- passed (soonest due first, through runq._expire_leases), then queued and
+-- waiting runs past their deadline, then queued runs past their queue_ttl.
+-- Raises 22023 (max_runs NULL or below 1).
+--
+-- max_runs is checked by runq._check_count.
+--
+-- It ends with runq._rebalance(false), the backstop
+-- of the admissions (deploy/admission.sql), and an admitted run it expires
+-- hands its slot on. It fails runs past their deadline (deadline_exceeded),
+-- in any status not terminal. Running runs past their deadline are found in
+-- the walk of the running runs that finds expired leases: runs_deadline_idx
+-- holds queued and waiting runs only, so that a claim and a complete write
+-- no entry there (deploy/index_runs_deadline.sql).
+-- A pass that fails queued runs hands their slots on only after its
+-- statement: a hand-on inside it could admit a parked run the same statement
+-- is about to fail (27000, and the whole sweep rolled back).
+CREATE OR REPLACE FUNCTION runq.sweep(max_runs integer DEFAULT 1000)
+    RETURNS TABLE(run_id bigint, action text)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    -- Generic plans, made once per session: with many runs holding deadlines
+    -- (or leases, or TTLs) the generic estimate of "past due" is a third of
+    -- them, so the plan cache kept choosing a custom plan and planned the
+    -- deadline pick on every sweep (0.75 against 0.2 ms a sweep with 100,000
+    -- deadlines, none due). Each pick is an index range that is empty, or
+    -- small, when the sweep keeps up: the generic plan is the right one.
+    SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_now      timestamptz := clock_timestamp();
+    v_expired  bigint[];
+    v_queued   bigint[];  -- past their deadline: queued
+    v_waiting  bigint[];  --   waiting_for_user
+    v_left     integer;   -- of max_runs
+    v_failed   bigint[];  -- failed by a pass below, and
+    v_tenants  text[];    --   the keys of those of them that held a slot
+    v_kinds    text[];
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', sweep.max_runs) THEN
+    END IF;
+
+    -- Running runs whose lease expired or whose deadline passed: both take
+    -- the lease-expiry path, where a cancel flag comes first, then the
+    -- deadline. One walk of the running runs (runs_held_idx), as many as
+    -- the workers hold; least() passes over a NULL deadline.
+    SELECT coalesce(array_agg(x.run_id), '{}') INTO v_expired
+      FROM (SELECT r.run_id
+              FROM runq.runs AS r
+             WHERE r.status = 'running'
+               AND (r.lease_expires_at < v_now OR r.deadline <= v_now)
+             ORDER BY least(r.lease_expires_at, r.deadline), r.run_id
+             LIMIT sweep.max_runs
+               FOR UPDATE SKIP LOCKED) AS x;
+
+    IF cardinality(v_expired) > 0 THEN
+        RETURN QUERY SELECT e.run_id, e.action
+                       FROM runq._expire_leases(v_expired, false, v_now) AS e;
+    END IF;
+
+    -- Queued and waiting runs past their deadline. Nothing due: one probe of
+    -- runs_deadline_idx.
+    v_left := sweep.max_runs - cardinality(v_expired);
+    IF v_left > 0 THEN
+        SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
+               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'waiting_for_user'), '{}')
+          INTO v_queued, v_waiting
+          FROM (SELECT r.run_id, r.status
+                  FROM runq.runs AS r
+                 WHERE r.deadline IS NOT NULL
+                   AND r.status IN ('queued', 'waiting_for_user')
+                   AND r.deadline <= v_now
+                 ORDER BY r.deadline, r.run_id
+                 LIMIT v_left
+                   FOR UPDATE SKIP LOCKED) AS x;
+        v_left := v_left - cardinality(v_queued) - cardinality(v_waiting);
+    END IF;
+
+    IF cardinality(v_queued) + cardinality(v_waiting) > 0 THEN
+        PERFORM runq._resolve_tool_calls(v_queued || v_waiting, v_now);
+        WITH failed AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed', failure = runq._stop_failure(r, false, v_now),
+                   question = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = ANY (v_queued || v_waiting)
+            -- An admitted queued run held a slot of its keys' limits; a
+            -- parked or a waiting one held none.
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind,
+                      r.run_id = ANY (v_queued) AND NOT r.parked AS held_slot
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+              FROM failed AS f
+        )
+        SELECT coalesce(array_agg(f.run_id ORDER BY f.run_id), '{}'),
+               coalesce(array_agg(f.tenant_id::text) FILTER (WHERE f.held_slot), '{}'),
+               coalesce(array_agg(f.kind::text) FILTER (WHERE f.held_slot), '{}')
+          INTO v_failed, v_tenants, v_kinds
+          FROM failed AS f;
+        PERFORM runq._slot_left(k.tenant_id, k.kind)
+           FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
+          WHERE EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(v_failed);
+        RETURN QUERY SELECT f.run_id, 'deadline_exceeded'::text FROM unnest(v_failed) AS f (run_id);
+    END IF;
+
+    IF v_left > 0 THEN
+        WITH overdue AS (
+            SELECT r.run_id
+              FROM runq.runs AS r
+             WHERE r.status = 'queued'
+               AND r.expires_at <= v_now
+               -- a run requeued just above is decided for this sweep
+               AND r.run_id <> ALL (v_expired)
+             ORDER BY r.expires_at, r.run_id
+             LIMIT v_left
+               FOR UPDATE SKIP LOCKED
+        ), expired AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed',
+                   failure = jsonb_build_object(
+                       'code', 'queue_ttl_expired',
+                       'message', format('queued longer than its queue_ttl of %s', r.queue_ttl),
+                       'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
+                   finished_at = v_now, updated_at = v_now
+             -- an array, not a join, so no plan can hash all of runs
+             WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.parked
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
+              FROM expired AS x
+        )
+        SELECT coalesce(array_agg(x.run_id ORDER BY x.run_id), '{}'),
+               coalesce(array_agg(x.tenant_id::text) FILTER (WHERE NOT x.parked), '{}'),
+               coalesce(array_agg(x.kind::text) FILTER (WHERE NOT x.parked), '{}')
+          INTO v_failed, v_tenants, v_kinds
+          FROM expired AS x;
+        -- An expired run that was admitted leaves its slot to the next.
+        PERFORM runq._slot_left(k.tenant_id, k.kind)
+           FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
+          WHERE EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(v_failed);
+        RETURN QUERY SELECT x.run_id, 'expired'::text FROM unnest(v_failed) AS x (run_id);
+    END IF;
+
+    -- What the admissions of the moment could not do: a run now due under a
+    -- limit, a slot freed while its key's lock was busy. Busy keys are only
+    -- tried: the next sweep comes soon.
+    PERFORM runq._rebalance(false);
+
+    -- The watches of sessions that ended (runq.watch): a run nobody watches
+    -- any more stops notifying. Nothing to forget: one scan of an empty
+    -- table.
+    PERFORM runq._forget_watches();
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.sweep(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.sweep(integer) IS
+$c$Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy), and forgets the watches (runq.watch) of sessions that ended. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
+Raises 22023 (max_runs NULL or below 1).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_purge.sql ====
+
+-- Deploy runq:function_purge to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: table_checkpoints
+-- requires: table_inputs
+-- requires: table_tool_calls
+-- requires: table_idempotency_keys
+-- requires: table_run_usage
+-- requires: role_runq_admin
+-- requires: argument_checks
+-- requires: function_submit
+-- requires: index_run_events_fenced
+-- requires: table_run_output
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators, on a timer, to keep runs from growing without end: runq
+-- itself never deletes a run. One statement deletes a batch of old finished
+-- runs with everything that hangs off them; callers repeat until it returns
+-- fewer than max_runs, so no call holds locks or bloats WAL for long.
+--
+-- Candidates are walked in run_id order through runs_pkey, not through an
+-- index on finished_at: such an index would cost every complete an index
+-- write, and old runs are the low run_ids anyway. The price: a call that
+-- finds fewer than max_runs has walked every run it keeps. Rows are taken
+-- FOR UPDATE SKIP LOCKED, so purges on several sessions split the work, and a
+-- failed run being redriven is left alone. The children go first in the same
+-- statement: the foreign keys into runs are NO ACTION, checked at its end.
+--
+-- Two paths can meet a run while it is purged. A submit repeating its
+-- idempotency key: submit takes a key purged between its insert and its
+-- read again (deploy/function_submit.sql). A stale worker's write, which
+-- logs run.fenced: run_events has no foreign key (a hot-path cost), so
+-- such an event can commit after its run is gone; each purge also deletes
+-- those orphans, found through the small run_events_fenced_key, rather
+-- than make the fenced path lock the run.
+-- Raises 22023 for bad arguments.
+--
+-- The arguments are checked by the shared checks of argument_checks.
+--
+-- A run's usage totals (runq.run_usage) go with it.
+-- So does its output (runq.run_output): runq.emit writes only to a running
+-- run, which this never takes; its watches go by their foreign key's cascade.
+-- runq.record_usage reads the run FOR KEY SHARE, so a purge skips a run
+-- whose usage is being recorded, and a record that waits for a purge finds
+-- no run (RQ003) instead of adding a row the purge did not see.
+CREATE OR REPLACE FUNCTION runq.purge(
+    older_than     interval,
+    max_runs       integer DEFAULT 1000,
+    include_failed boolean DEFAULT false)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_purged bigint;
+    v_cutoff timestamptz;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    -- older_than may be 0 (everything finished so far), unlike a duration.
+    IF (CASE WHEN purge.older_than >= interval '0' AND purge.older_than < interval '1000 years'
+                THEN true
+                ELSE runq._bad_argument('older_than', 'at least 0 and under 1000 years',
+                                        purge.older_than) END)
+       AND runq._check_count('max_runs', purge.max_runs)
+       AND (CASE WHEN purge.include_failed IS NOT NULL THEN true
+                ELSE runq._bad_argument('include_failed', 'true or false', purge.include_failed) END) THEN
+    END IF;
+    v_cutoff := clock_timestamp() - purge.older_than;
+
+    WITH doomed AS (
+        SELECT r.run_id
+          FROM runq.runs AS r
+         WHERE (r.status IN ('succeeded', 'cancelled')
+                OR purge.include_failed AND r.status = 'failed')
+           AND r.finished_at < v_cutoff
+         ORDER BY r.run_id
+         LIMIT purge.max_runs
+           FOR UPDATE SKIP LOCKED
+    ), events AS (
+        -- = ANY of an array, not a join: a join to the batch would be
+        -- planned as a hash join over the whole event log.
+        DELETE FROM runq.run_events AS e WHERE e.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), checkpoints AS (
+        DELETE FROM runq.checkpoints AS c WHERE c.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), inputs AS (
+        DELETE FROM runq.inputs AS i WHERE i.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), tool_calls AS (
+        DELETE FROM runq.tool_calls AS t WHERE t.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), usage_totals AS (
+        DELETE FROM runq.run_usage AS u WHERE u.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), output AS (
+        DELETE FROM runq.run_output AS o WHERE o.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), idempotency_keys AS (
+        DELETE FROM runq.idempotency_keys AS k
+         WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), orphans AS (
+        DELETE FROM runq.run_events AS e
+         WHERE e.type = 'run.fenced'
+           AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = e.run_id)
+    ), runs AS (
+        DELETE FROM runq.runs AS r WHERE r.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+        RETURNING r.run_id
+    )
+    SELECT count(*) INTO v_purged FROM runs;
+    RETURN v_purged;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
+
+COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, output, watches, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).$c$;
 
 COMMIT;

@@ -36,6 +36,10 @@
 --                          owes: runs leaving a slot pay it before any is handed on.
 --   runq.pause_settings    Paused classes, kinds, tenants and schedules, written
 --                          by runq.pause and runq.resume.
+--   runq.run_output        Each run's output stream (runq.emit): chunks numbered
+--                          per run without gaps, under the epoch that wrote them.
+--   runq.watches           Which session watches which run (runq.watch); a run
+--                          with one has runs.watched set.
 --
 -- How a run flows (roles runq_client, runq_worker, runq_admin; runq_admin may
 -- call every function)
@@ -79,6 +83,11 @@
 --       worker's next call.
 --   Reading a run (client): runq.get_run, and runq.run_events (the function)
 --       for its events.
+--   Waiting for a run (client): LISTEN runq_run, then runq.watch; every
+--       transaction that ends the run, makes it wait for its user or appends
+--       to its output then sends NOTIFY runq_run (payload: the run_id), until
+--       runq.unwatch or the session's end. runq.emit (worker, fenced) appends
+--       to a run's output, runq.read_output reads it after a seq.
 --   Schedules (admin): runq.create_schedule (cron in a time zone, or every)
 --       and runq.drop_schedule; runq.tick (worker pools on a timer) submits
 --       the run of each due slot, at most one non-terminal run a schedule
@@ -935,7 +944,7 @@ BEGIN
                updated_at = _expire_leases.at
           FROM decided AS d
          WHERE r.run_id = d.run_id
-        RETURNING r.run_id, r.lease_epoch, d.action, r.failure, r.scheduled_for
+        RETURNING r.run_id, r.lease_epoch, d.action, r.failure, r.scheduled_for, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT a.run_id, a.lease_epoch,
@@ -952,7 +961,11 @@ BEGIN
           FROM applied AS a
          ORDER BY a.run_id
     )
-    SELECT a.run_id, a.action FROM applied AS a ORDER BY a.run_id;
+    -- A run that ended and is watched notifies its watchers (runq._notify_watchers).
+    SELECT a.run_id, a.action
+      FROM applied AS a
+     WHERE a.watched IS NOT TRUE OR a.action = 'requeued' OR runq._notify_watchers(ARRAY[a.run_id])
+     ORDER BY a.run_id;
 
     IF FOUND THEN
         -- Wake idle workers for what just became claimable. One payload-less
@@ -977,6 +990,33 @@ END
 $$;
 
 COMMENT ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) IS 'Internal: applies the lease-expiry rules to locked running runs; returns each run''s action.';
+
+CREATE FUNCTION runq._forget_watches() RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_runs bigint[];
+BEGIN
+    WITH gone AS (
+        DELETE FROM runq.watches AS w
+         WHERE NOT EXISTS (SELECT FROM pg_stat_get_activity(w.pid::integer) AS a
+                            WHERE coalesce(a.backend_start, '-infinity') = w.backend_start)
+        RETURNING w.run_id
+    )
+    SELECT array_agg(DISTINCT g.run_id) INTO v_runs FROM gone AS g;
+    IF v_runs IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM FROM runq.runs AS r WHERE r.run_id = ANY (v_runs) ORDER BY r.run_id FOR NO KEY UPDATE;
+    UPDATE runq.runs AS r SET watched = NULL
+     WHERE r.run_id = ANY (v_runs) AND r.watched
+       AND NOT EXISTS (SELECT FROM runq.watches AS w WHERE w.run_id = r.run_id);
+    RETURN cardinality(v_runs);
+END
+$$;
+
+COMMENT ON FUNCTION runq._forget_watches() IS 'Internal: delete the watches of sessions that ended, and clear runs.watched of the runs left with none. Returns how many runs lost a watch.';
 
 CREATE FUNCTION runq._inputs_after(run_id bigint, seq bigint) RETURNS jsonb
     LANGUAGE sql
@@ -1060,6 +1100,21 @@ CREATE FUNCTION runq._next_bit(mask bigint, "from" integer) RETURNS integer
     RETURN CASE WHEN ((mask >> "from") <> 0) THEN (("from" + strpos(reverse((((mask >> "from"))::bit(64))::text), '1'::text)) - 1) ELSE NULL::integer END;
 
 COMMENT ON FUNCTION runq._next_bit(mask bigint, "from" integer) IS 'Internal: the lowest bit set in mask at or above bit from (0 to 62), NULL when none.';
+
+CREATE FUNCTION runq._notify_watchers(run_ids bigint[]) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    PERFORM pg_notify('runq_run', r.run_id::text)
+       FROM runq.runs AS r
+      WHERE r.run_id = ANY (_notify_watchers.run_ids) AND r.watched
+        AND r.status IN ('succeeded', 'failed', 'cancelled', 'waiting_for_user');
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION runq._notify_watchers(run_ids bigint[]) IS 'Internal: NOTIFY runq_run (payload: the run_id) for each of these runs that is watched (runs.watched) and terminal or waiting_for_user. Returns true.';
 
 CREATE FUNCTION runq._park_on_entry() RETURNS trigger
     LANGUAGE plpgsql
@@ -1247,6 +1302,7 @@ BEGIN
                    v_now
               FROM stopped AS s;
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
+            PERFORM runq._notify_watchers(ARRAY[_refuse.run_id]);
             PERFORM runq._slot_left(r.tenant_id, r.kind)
                FROM runq.runs AS r
               WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
@@ -1552,6 +1608,7 @@ CREATE TABLE runq.runs (
     deadline timestamp with time zone,
     parked boolean DEFAULT false NOT NULL,
     schedule text,
+    watched boolean,
     CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
 );
 
@@ -1580,6 +1637,8 @@ COMMENT ON COLUMN runq.runs.deadline IS 'created_at + timeout, or the redrive''s
 COMMENT ON COLUMN runq.runs.parked IS 'A queued run held out of the claim''s indexes, for a concurrency limit, a pause, or until due under a limit; meaningful only while status = ''queued''.';
 
 COMMENT ON COLUMN runq.runs.schedule IS 'The schedule (runq.schedule_settings.name) whose slot created the run; NULL for a submitted run.';
+
+COMMENT ON COLUMN runq.runs.watched IS 'True while some session may be watching the run (runq.watch): its transitions to a terminal status or waiting_for_user, and its output, send NOTIFY runq_run. NULL or false: nobody watches.';
 
 CREATE FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp with time zone) RETURNS jsonb
     LANGUAGE sql STABLE PARALLEL SAFE
@@ -1775,7 +1834,7 @@ BEGIN
            AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
            AND NOT r.cancel_requested
            AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
@@ -1783,9 +1842,12 @@ BEGIN
           FROM asked AS a
     )
     -- The run's slot is handed on when a limit is set (runq._slot_left).
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
     SELECT true INTO v_done
       FROM asked AS a
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(a.tenant_id, a.kind);
+     WHERE (a.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[a.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(a.tenant_id, a.kind));
     IF v_done THEN
         RETURN true;
     END IF;
@@ -1935,6 +1997,7 @@ BEGIN
            FROM runq.runs AS r
           WHERE r.run_id = cancel.run_id AND v_status = 'queued' AND NOT v_parked
             AND EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(ARRAY[cancel.run_id]);
         RETURN 'cancelled';
     ELSIF v_status = 'running' THEN
         IF NOT v_flagged THEN
@@ -2196,7 +2259,7 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = complete.run_id
            AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
@@ -2207,9 +2270,12 @@ BEGIN
     -- limits pays one probe of runq.limit_settings, and one whose limits are
     -- not reached a few more, in this statement, not a call of a function
     -- (~50 us a run). The same gate as in runq.complete_many.
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
     SELECT true INTO v_done
       FROM done AS d
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings)
+     WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings)
         OR NOT (EXISTS (SELECT FROM runq.limit_debts)
                 OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
                    AND EXISTS (SELECT FROM runq.runs AS p
@@ -2217,7 +2283,7 @@ BEGIN
                 OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
                    AND EXISTS (SELECT FROM runq.runs AS p
                                 WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
-        OR runq._slot_left(d.tenant_id, d.kind);
+        OR runq._slot_left(d.tenant_id, d.kind));
     IF v_done THEN
         RETURN true;
     END IF;
@@ -2294,7 +2360,7 @@ BEGIN
                                          UNION ALL SELECT p.run_id FROM picked AS p))
             RETURNING r.run_id, r.status, r.lease_epoch, r.tenant_id, r.session_id, r.kind,
                       r.priority, r.payload, r.attempts, r.last_checkpoint,
-                      r.ready_at, r.lease_expires_at, r.deadline, r.budget
+                      r.ready_at, r.lease_expires_at, r.deadline, r.budget, r.watched
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
             SELECT c.run_id, c.lease_epoch,
@@ -2304,6 +2370,9 @@ BEGIN
                                                 'attempt', c.attempts) END,
                    v_now
               FROM changed AS c
+             -- The run completed notifies its watchers, if any (runq.complete).
+             WHERE c.watched IS NOT TRUE OR c.status <> 'succeeded'
+                OR runq._notify_watchers(ARRAY[c.run_id])
         )
         -- runq.claim's result, after true.
         SELECT true, c.run_id, c.lease_epoch::bigint, c.tenant_id::text, c.session_id::text,
@@ -2374,7 +2443,7 @@ BEGIN
                    AS c(run_id, epoch, result)
          WHERE r.run_id = c.run_id
            AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
@@ -2384,9 +2453,12 @@ BEGIN
     -- parked run of one of its keys may be waiting for it, one run after the
     -- other: a hand-on counts nothing, so the rows of one statement cannot
     -- give one slot twice. The same gate as in runq.complete.
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
     SELECT array_agg(d.run_id) INTO v_done
       FROM done AS d
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings)
+     WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings)
         OR NOT (EXISTS (SELECT FROM runq.limit_debts)
                 OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
                    AND EXISTS (SELECT FROM runq.runs AS p
@@ -2394,7 +2466,7 @@ BEGIN
                 OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
                    AND EXISTS (SELECT FROM runq.runs AS p
                                 WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
-        OR runq._slot_left(d.tenant_id, d.kind);
+        OR runq._slot_left(d.tenant_id, d.kind));
     RETURN QUERY SELECT a.run_id, a.applied
                    FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
                                            complete_many.results, v_done, 'complete', false) AS a;
@@ -2586,6 +2658,47 @@ $$;
 COMMENT ON FUNCTION runq.drop_schedule(name text) IS 'Drop a schedule: no more slots. The runs it created are left as they are (they keep its name). True when dropped, false when there was no schedule of that name.
 Raises 22023 (name NULL, empty or over 256 characters).';
 
+CREATE FUNCTION runq.emit(run_id bigint, epoch bigint, chunks jsonb[]) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now     timestamptz := clock_timestamp();
+    v_watched boolean;
+BEGIN
+    IF NOT coalesce(cardinality(emit.chunks) > 0 AND array_position(emit.chunks, NULL) IS NULL,
+                    false) THEN
+        PERFORM runq._bad_argument('chunks', 'a non-empty array of jsonb values, none NULL',
+                                   emit.chunks);
+    END IF;
+
+    SELECT r.watched INTO v_watched
+      FROM runq.runs AS r
+     WHERE r.run_id = emit.run_id
+       AND r.status = 'running' AND r.lease_epoch = emit.epoch  -- fence
+       AND NOT r.cancel_requested
+       AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN runq._refuse(emit.run_id, emit.epoch, 'emit', true);
+    END IF;
+
+    INSERT INTO runq.run_output (run_id, seq, epoch, created_at, chunk)
+    SELECT emit.run_id,
+           coalesce((SELECT max(o.seq) FROM runq.run_output AS o WHERE o.run_id = emit.run_id), 0)
+           + c.n,
+           emit.epoch, v_now, c.chunk
+      FROM unnest(emit.chunks) WITH ORDINALITY AS c (chunk, n);
+    IF v_watched THEN
+        PERFORM pg_notify('runq_run', emit.run_id::text);
+    END IF;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION runq.emit(run_id bigint, epoch bigint, chunks jsonb[]) IS 'Append chunks, in order, to the run''s output under epoch (read with runq.read_output: numbered 1, 2, 3, ... per run without gaps, in the order the emits committed). Logs no event. Returns true; false when the run is no longer the caller''s (fenced: nothing stored, one run.fenced; an epoch the run never had: nothing logged), and, as begin_tool, on a run asked to cancel (it becomes cancelled) or past its deadline (it fails with deadline_exceeded). A watched run (runq.watch) notifies runq_run.
+Raises 22023 (chunks NULL, empty or holding a NULL; NULL epoch), RQ003 (no such run).';
+
 CREATE FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2663,16 +2776,19 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = fail.run_id
            AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind
+        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
           FROM failed AS f
     )
     -- The run's slot is handed on when a limit is set (runq._slot_left).
+    -- A watched run (runs.watched) notifies its watchers
+    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
     SELECT true INTO v_done
       FROM failed AS f
-     WHERE NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind);
+     WHERE (f.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[f.run_id]))
+       AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind));
     IF v_done THEN
         RETURN true;
     END IF;
@@ -2993,6 +3109,8 @@ BEGIN
         DELETE FROM runq.tool_calls AS t WHERE t.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
     ), usage_totals AS (
         DELETE FROM runq.run_usage AS u WHERE u.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
+    ), output AS (
+        DELETE FROM runq.run_output AS o WHERE o.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
     ), idempotency_keys AS (
         DELETE FROM runq.idempotency_keys AS k
          WHERE k.run_id = ANY (ARRAY(SELECT d.run_id FROM doomed AS d))
@@ -3009,8 +3127,35 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) IS 'Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+COMMENT ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) IS 'Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, output, watches, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).';
+
+CREATE FUNCTION runq.read_output(run_id bigint, after_seq bigint DEFAULT 0, max_chunks integer DEFAULT 1000) RETURNS TABLE(seq bigint, epoch bigint, chunk jsonb, created_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    IF runq._check_count('max_chunks', read_output.max_chunks)
+       AND (CASE WHEN read_output.after_seq IS NOT NULL THEN true
+                 ELSE runq._bad_argument('after_seq', 'a sequence number (0: from the start)',
+                                         read_output.after_seq) END) THEN
+    END IF;
+    RETURN QUERY
+    SELECT o.seq, o.epoch, o.chunk, o.created_at
+      FROM runq.run_output AS o
+     WHERE o.run_id = read_output.run_id AND o.seq > read_output.after_seq
+     ORDER BY o.seq
+     LIMIT read_output.max_chunks;
+    IF NOT FOUND AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = read_output.run_id) THEN
+        PERFORM runq._run_not_found(read_output.run_id);
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) IS 'The run''s output chunks (runq.emit) with seq > after_seq, in seq order, at most max_chunks: seq, the epoch that wrote it, the chunk, created_at. Read again after the last seq read: nothing is missed or seen twice. Output of an earlier epoch stays (the run started over from its checkpoint).
+Raises 22023 (max_chunks NULL or below 1, NULL after_seq), RQ003 (no such run).';
 
 CREATE FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3590,6 +3735,7 @@ BEGIN
         PERFORM runq._slot_left(k.tenant_id, k.kind)
            FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
           WHERE EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(v_failed);
         RETURN QUERY SELECT f.run_id, 'deadline_exceeded'::text FROM unnest(v_failed) AS f (run_id);
     END IF;
 
@@ -3629,6 +3775,7 @@ BEGIN
         PERFORM runq._slot_left(k.tenant_id, k.kind)
            FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
           WHERE EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(v_failed);
         RETURN QUERY SELECT x.run_id, 'expired'::text FROM unnest(v_failed) AS x (run_id);
     END IF;
 
@@ -3636,10 +3783,15 @@ BEGIN
     -- limit, a slot freed while its key's lock was busy. Busy keys are only
     -- tried: the next sweep comes soon.
     PERFORM runq._rebalance(false);
+
+    -- The watches of sessions that ended (runq.watch): a run nobody watches
+    -- any more stops notifying. Nothing to forget: one scan of an empty
+    -- table.
+    PERFORM runq._forget_watches();
 END
 $$;
 
-COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
+COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy), and forgets the watches (runq.watch) of sessions that ended. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
 Raises 22023 (max_runs NULL or below 1).';
 
 CREATE FUNCTION runq.throughput(since timestamp with time zone) RETURNS TABLE(minute timestamp with time zone, started bigint, finished bigint)
@@ -3818,6 +3970,34 @@ $$;
 COMMENT ON FUNCTION runq.tool_calls(run_id bigint) IS 'A run''s tool calls in the order they began: call_id, tool, idempotency, status (started, finished, retryable or uncertain), epoch, args, outcome, started_at, finished_at. An uncertain call is a non_idempotent call whose lease died before end_tool: report it to the model as an unknown outcome, never as a failure.
 Raises 22023 (NULL run_id), RQ003 (no such run).';
 
+CREATE FUNCTION runq.unwatch(run_id bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_watched boolean;
+BEGIN
+    PERFORM FROM runq.runs AS r WHERE r.run_id = unwatch.run_id FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        PERFORM runq._run_not_found(unwatch.run_id);
+    END IF;
+    DELETE FROM runq.watches AS w
+     USING pg_stat_get_activity(pg_backend_pid()) AS a
+     WHERE w.run_id = unwatch.run_id AND w.pid = pg_backend_pid()
+       AND w.backend_start = coalesce(a.backend_start, '-infinity');
+    v_watched := FOUND;
+    IF v_watched THEN
+        UPDATE runq.runs AS r SET watched = NULL
+         WHERE r.run_id = unwatch.run_id
+           AND NOT EXISTS (SELECT FROM runq.watches AS w WHERE w.run_id = unwatch.run_id);
+    END IF;
+    RETURN v_watched;
+END
+$$;
+
+COMMENT ON FUNCTION runq.unwatch(run_id bigint) IS 'End this session''s watch of the run (runq.watch). Returns true when there was one, false when there was none. A session''s watches also end with the session (the sweep forgets them).
+Raises 22023 (NULL run_id), RQ003 (no such run).';
+
 CREATE FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(tenant_id text, kind text, runs bigint, usage jsonb)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3864,6 +4044,27 @@ $$;
 
 COMMENT ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) IS 'Usage recorded in [since, until) (until NULL: up to now), per tenant and kind, from the ledger of run.usage events, fenced epochs included: runs is how many runs recorded any, usage the exact sum of each key. Ordered by tenant_id, kind; reads only.
 Raises 22023 (since NULL or not finite, until not after since).';
+
+CREATE FUNCTION runq.watch(run_id bigint) RETURNS runq.run_info
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    UPDATE runq.runs AS r SET watched = true WHERE r.run_id = watch.run_id;
+    IF NOT FOUND THEN
+        -- A NULL run_id matches nothing, and is reported here.
+        PERFORM runq._run_not_found(watch.run_id);
+    END IF;
+    INSERT INTO runq.watches (run_id, pid, backend_start)
+    SELECT watch.run_id, pg_backend_pid(), coalesce(a.backend_start, '-infinity')
+      FROM pg_stat_get_activity(pg_backend_pid()) AS a
+        ON CONFLICT DO NOTHING;
+    RETURN runq.get_run(watch.run_id);
+END
+$$;
+
+COMMENT ON FUNCTION runq.watch(run_id bigint) IS 'Watch the run from this session until it calls runq.unwatch or ends: every transaction that moves the run to a terminal status or to waiting_for_user, or appends to its output (runq.emit), sends NOTIFY runq_run with the run_id as payload. Returns the run as it is once the watch is in place (as runq.get_run). LISTEN runq_run first: then no change is missed, whatever the interleaving; a run already ended or waiting is in the answer. Needs a session connection (behind PgBouncer in transaction mode LISTEN hears nothing). Transitions of runs nobody watches send nothing.
+Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE SEQUENCE runq.progress_seq
     START WITH 1
@@ -4012,6 +4213,16 @@ ALTER TABLE runq.run_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDENTI
     CACHE 1
 );
 
+CREATE TABLE runq.run_output (
+    run_id bigint NOT NULL,
+    seq bigint NOT NULL,
+    epoch bigint NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    chunk jsonb NOT NULL
+);
+
+COMMENT ON TABLE runq.run_output IS 'The output of runs (runq.emit): chunk seq of a run, numbered 1, 2, 3, ... without gaps in the order the emits committed, under the epoch that wrote it.';
+
 CREATE TABLE runq.run_usage (
     run_id bigint NOT NULL,
     usage jsonb NOT NULL
@@ -4119,6 +4330,14 @@ CREATE TABLE runq.tool_calls (
 
 COMMENT ON TABLE runq.tool_calls IS 'One row per tool call of a run, with its idempotency class and what became of it.';
 
+CREATE TABLE runq.watches (
+    run_id bigint NOT NULL,
+    pid bigint NOT NULL,
+    backend_start timestamp with time zone NOT NULL
+);
+
+COMMENT ON TABLE runq.watches IS 'The watches of runq.watch: a run and the session (backend pid and start time) that watches it, until that session calls runq.unwatch or ends.';
+
 ALTER TABLE ONLY runq.checkpoints
     ADD CONSTRAINT checkpoints_pkey PRIMARY KEY (run_id, seq);
 
@@ -4143,6 +4362,9 @@ ALTER TABLE ONLY runq.pause_settings
 ALTER TABLE ONLY runq.run_events
     ADD CONSTRAINT run_events_pkey PRIMARY KEY (run_id, event_id);
 
+ALTER TABLE ONLY runq.run_output
+    ADD CONSTRAINT run_output_pkey PRIMARY KEY (run_id, seq);
+
 ALTER TABLE ONLY runq.run_usage
     ADD CONSTRAINT run_usage_pkey PRIMARY KEY (run_id);
 
@@ -4157,6 +4379,9 @@ ALTER TABLE ONLY runq.settings
 
 ALTER TABLE ONLY runq.tool_calls
     ADD CONSTRAINT tool_calls_pkey PRIMARY KEY (run_id, call_id);
+
+ALTER TABLE ONLY runq.watches
+    ADD CONSTRAINT watches_pkey PRIMARY KEY (run_id, pid, backend_start);
 
 CREATE INDEX idempotency_keys_run_idx ON runq.idempotency_keys USING btree (run_id);
 
@@ -4218,6 +4443,9 @@ ALTER TABLE ONLY runq.run_usage
 
 ALTER TABLE ONLY runq.tool_calls
     ADD CONSTRAINT tool_calls_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
+
+ALTER TABLE ONLY runq.watches
+    ADD CONSTRAINT watches_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id) ON DELETE CASCADE;
 
 GRANT USAGE ON SCHEMA runq TO runq_client;
 GRANT USAGE ON SCHEMA runq TO runq_worker;
@@ -4292,6 +4520,8 @@ REVOKE ALL ON FUNCTION runq._every_slot(created_at timestamp with time zone, eve
 
 REVOKE ALL ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._forget_watches() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._inputs_after(run_id bigint, seq bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._is_reached(total jsonb, budget_limit jsonb) FROM PUBLIC;
@@ -4305,6 +4535,8 @@ REVOKE ALL ON FUNCTION runq._lock_settings() FROM PUBLIC;
 REVOKE ALL ON FUNCTION runq._mark_idle() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._next_bit(mask bigint, "from" integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._notify_watchers(run_ids bigint[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._park_on_entry() FROM PUBLIC;
 
@@ -4396,6 +4628,10 @@ GRANT ALL ON FUNCTION runq.deliver_input(run_id bigint, input jsonb) TO runq_adm
 REVOKE ALL ON FUNCTION runq.drop_schedule(name text) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.drop_schedule(name text) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.emit(run_id bigint, epoch bigint, chunks jsonb[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.emit(run_id bigint, epoch bigint, chunks jsonb[]) TO runq_worker;
+GRANT ALL ON FUNCTION runq.emit(run_id bigint, epoch bigint, chunks jsonb[]) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb) TO runq_worker;
 GRANT ALL ON FUNCTION runq.end_tool(run_id bigint, epoch bigint, call_id text, outcome jsonb) TO runq_admin;
@@ -4430,6 +4666,12 @@ GRANT ALL ON FUNCTION runq.pause(scope text, key text, reason text) TO runq_admi
 
 REVOKE ALL ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) TO runq_admin;
+
+REVOKE ALL ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) TO runq_client;
+GRANT ALL ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) TO runq_worker;
+GRANT ALL ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) TO runq_admin;
+GRANT ALL ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) TO runq_observer;
 
 REVOKE ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) TO runq_worker;
@@ -4481,9 +4723,17 @@ GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_worker;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_admin;
 GRANT ALL ON FUNCTION runq.tool_calls(run_id bigint) TO runq_observer;
 
+REVOKE ALL ON FUNCTION runq.unwatch(run_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.unwatch(run_id bigint) TO runq_client;
+GRANT ALL ON FUNCTION runq.unwatch(run_id bigint) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) TO runq_admin;
 GRANT ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) TO runq_observer;
+
+REVOKE ALL ON FUNCTION runq.watch(run_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.watch(run_id bigint) TO runq_client;
+GRANT ALL ON FUNCTION runq.watch(run_id bigint) TO runq_admin;
 
 GRANT SELECT ON TABLE runq.limits TO runq_admin;
 GRANT SELECT ON TABLE runq.limits TO runq_observer;

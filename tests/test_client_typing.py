@@ -29,7 +29,11 @@ CALLS = [
     "set_limit", "limits", "pause", "resume", "pauses",
     "record_usage", "set_budget", "usage_report", "list_runs", "throughput", "recovery_totals",
     "create_schedule", "drop_schedule", "tick", "schedules",
+    "watch", "unwatch", "read_output", "emit",
 ]
+# Not one query each (the shared dispatcher of runq.waiting): the same
+# names and signatures on both clients, awaited or iterated on AsyncClient.
+WAITS = ["wait", "stream"]
 
 SNIPPET = '''\
 from datetime import timedelta
@@ -113,8 +117,13 @@ def test_the_calls_are_the_same_methods_on_both_clients() -> None:
         assert awaited.__doc__ == sync.__doc__
         assert inspect.signature(awaited) == inspect.signature(sync)
         assert not inspect.iscoroutinefunction(sync) and inspect.iscoroutinefunction(awaited)
+    for name in WAITS:
+        sync, awaited = getattr(Client, name), getattr(AsyncClient, name)
+        assert inspect.signature(awaited).parameters == inspect.signature(sync).parameters
+    assert inspect.iscoroutinefunction(AsyncClient.wait)
+    assert inspect.isasyncgenfunction(AsyncClient.stream)
     public = {n for n in dir(Client) if not n.startswith("_")}
-    assert public == {*CALLS, "connect", "close"}
+    assert public == {*CALLS, *WAITS, "connect", "close"}
     assert {n for n in dir(AsyncClient) if not n.startswith("_")} == public
     assert str(inspect.signature(Client.complete)) == (
         "(self, run_id: 'int', epoch: 'int', result: 'Any' = None) -> 'bool'")

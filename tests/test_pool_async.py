@@ -29,6 +29,14 @@ through threading.Events they poll with asyncio.sleep.
       half) are claimed in the transaction that completed another
       (run.claimed and run.succeeded of two runs with one xmin): a lone
       completion of a full slot is runq.complete_and_claim.
+  test_emitted_output_is_gathered_and_lands_before_the_end
+      20 async handlers emit 40 chunks each, a millisecond apart, and a sync
+      handler 10, then return: each run's output is its chunks in order
+      (seq 1..n, epoch 1), all of it there when the run succeeded (flushed
+      before the completion), sent in far fewer runq.emit calls than chunks
+      (pg_stat_user_functions); a chunk that is not JSON raises TypeError in
+      the handler, and an emit after the run was reclaimed raises RunStopped
+      and never appears.
   test_locked_row_holds_up_no_other_completion
       ten runs return together while another session holds one run's row
       FOR UPDATE: the other nine succeed at once (the batch gives up at its
@@ -417,6 +425,65 @@ def test_full_slot_completes_and_claims_in_one_call(db_url: str, conn: psycopg.C
            AND s.run_id = ANY (%(runs)s) AND s.type = 'run.succeeded'""", {"runs": runs})
     print(f"\nclaimed in the completion of another: {handed_on} of {len(runs)}")
     assert handed_on >= len(runs) // 2, handed_on
+
+
+def test_emitted_output_is_gathered_and_lands_before_the_end(
+        db_url: str, conn: psycopg.Connection[Any], pools: list[WorkerPool]) -> None:
+    conn.execute(sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(
+        sql.Identifier(conn.info.dbname)))
+    refused: list[str] = []
+
+    async def talker(ctx: AsyncRunContext) -> dict[str, bool]:
+        for i in range(40):
+            await ctx.emit({"i": i})
+            await asyncio.sleep(0.001)
+        try:
+            await ctx.emit({1, 2})
+        except TypeError:
+            refused.append("not json")
+        return {"ok": True}
+
+    def sync_talker(ctx: RunContext) -> None:
+        for i in range(10):
+            ctx.emit(i)
+
+    async def overtaken(ctx: AsyncRunContext) -> None:
+        await ctx.emit("mine")
+        await asyncio.sleep(0.2)  # sent by the gathering loop meanwhile
+        with psycopg.connect(db_url, autocommit=True) as other:  # another worker takes the run
+            other.execute("UPDATE runq.runs SET lease_expires_at = now() - interval '1 s'"
+                          " WHERE run_id = %s", [ctx.run_id])
+            other.execute("SELECT runq.sweep()")
+            other.execute("SELECT runq.claim(ARRAY[10], kinds => ARRAY['overtaken'])")
+        await ctx.emit("stale")
+        try:
+            await ctx.complete({"late": True})
+        except RunStopped:
+            refused.append("stopped")
+
+    talkers = submit(conn, "talker", 20)
+    [quiet] = submit(conn, "sync_talker")
+    [taken] = submit(conn, "overtaken")
+    started(pools, WorkerPool(db_url, {"talker": talker, "sync_talker": sync_talker,
+                                       "overtaken": overtaken}, [Slot((10,), 30)],
+                              lease=timedelta(seconds=30), poll_interval=0.2,
+                              sweep_interval=None))
+    wait_for("the runs to end", lambda: all_terminal(conn, [*talkers, quiet]), 30)
+    wait_for("the overtaken run's handler to be refused", lambda: "stopped" in refused, 30)
+    assert refused.count("not json") == 20
+    with Client(conn) as client:
+        for run in talkers:
+            out = client.read_output(run)
+            assert [(o.seq, o.epoch, o.chunk) for o in out] == [
+                (i + 1, 1, {"i": i}) for i in range(40)]
+        assert [o.chunk for o in client.read_output(quiet)] == list(range(10))
+        assert [(o.epoch, o.chunk) for o in client.read_output(taken)] == [(1, "mine")]
+    pools[0].stop()
+    pools[0].join()
+    calls = value(conn, "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions"
+                        " WHERE schemaname = 'runq' AND funcname = 'emit'")
+    print(f"\nrunq.emit calls for {20 * 40 + 10 + 2} chunks: {calls}")
+    assert 0 < calls < (20 * 40) / 3, calls
 
 
 def test_locked_row_holds_up_no_other_completion(db_url: str, conn: psycopg.Connection[Any],

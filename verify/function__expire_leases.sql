@@ -2,6 +2,6 @@
 
 \set function 'runq._expire_leases(bigint[], boolean, timestamptz)'
 \set callers ''
--- This version fails a run past its deadline.
-\set body 'deadline_exceeded'
+-- This version notifies the watchers of the runs it ends.
+\set body 'runq._notify_watchers('
 \ir lib/function.sql

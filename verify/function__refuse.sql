@@ -2,6 +2,6 @@
 
 \set function 'runq._refuse(bigint, bigint, text, boolean)'
 \set callers ''
--- This version fails a run past its deadline or at its budget.
-\set body 'runq._stop_failure('
+-- This version notifies the watchers of the runs it ends.
+\set body 'runq._notify_watchers('
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.ask_user(bigint, bigint, jsonb)'
 \set callers 'runq_worker runq_admin'
--- This version fails a run past its deadline (through runq._refuse).
-\set body 'r.deadline > v_now'
+-- This version notifies the watchers of the runs it ends.
+\set body 'runq._notify_watchers('
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.fail(bigint, bigint, jsonb)'
 \set callers 'runq_worker runq_admin'
--- This version calls the admission functions (limits and pauses).
-\set body 'runq._slot_left('
+-- This version notifies the watchers of the runs it ends.
+\set body 'runq._notify_watchers('
 \ir lib/function.sql

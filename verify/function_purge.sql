@@ -2,6 +2,6 @@
 
 \set function 'runq.purge(interval, integer, boolean)'
 \set callers 'runq_admin'
--- This version deletes the runs' usage totals.
-\set body 'DELETE FROM runq.run_usage'
+-- This version deletes the runs' output.
+\set body 'DELETE FROM runq.run_output'
 \ir lib/function.sql

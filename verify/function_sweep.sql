@@ -2,6 +2,6 @@
 
 \set function 'runq.sweep(integer)'
 \set callers 'runq_worker runq_admin'
--- This version fails runs past their deadline, running ones found with the expired leases.
-\set body 'r.lease_expires_at < v_now OR r.deadline <= v_now'
+-- This version notifies watchers and forgets the watches of ended sessions.
+\set body 'runq._forget_watches()'
 \ir lib/function.sql

@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(390);
+SELECT plan(414);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -12,7 +12,7 @@ SELECT has_schema('runq');
 SELECT tables_are('runq',
     ARRAY['settings', 'runs', 'run_events', 'idempotency_keys',
           'checkpoints', 'inputs', 'tool_calls', 'limit_settings', 'limit_debts',
-          'pause_settings', 'run_usage', 'schedule_settings']);
+          'pause_settings', 'run_usage', 'schedule_settings', 'watches', 'run_output']);
 SELECT sequences_are('runq',
     ARRAY['idle_mark', 'progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
@@ -45,7 +45,8 @@ SELECT columns_are('runq', 'runs',
           'finished_at', 'lease', 'queue_ttl', 'attempts', 'max_attempts', 'turns',
           'tools_begun', 'priority', 'cancel_requested', 'status', 'recovery_policy',
           'tenant_id', 'session_id', 'kind', 'principal_id', 'lease_owner', 'payload',
-          'result', 'failure', 'question', 'parked', 'budget', 'timeout', 'deadline', 'schedule']);
+          'result', 'failure', 'question', 'parked', 'budget', 'timeout', 'deadline', 'schedule',
+          'watched']);
 SELECT columns_are('runq', 'run_events',
     ARRAY['run_id', 'event_id', 'epoch', 'created_at', 'type', 'payload']);
 SELECT columns_are('runq', 'idempotency_keys',
@@ -61,6 +62,8 @@ SELECT columns_are('runq', 'limit_settings', ARRAY['scope', 'key', 'max_running'
 SELECT columns_are('runq', 'limit_debts', ARRAY['scope', 'key', 'debt']);
 SELECT columns_are('runq', 'pause_settings', ARRAY['scope', 'key', 'reason', 'paused_at']);
 SELECT columns_are('runq', 'run_usage', ARRAY['run_id', 'usage']);
+SELECT columns_are('runq', 'watches', ARRAY['run_id', 'pid', 'backend_start']);
+SELECT columns_are('runq', 'run_output', ARRAY['run_id', 'seq', 'epoch', 'created_at', 'chunk']);
 -- The composite types get_run and run_events return: the contract's columns.
 SELECT columns_are('runq', 'run_info',
     ARRAY['run_id', 'tenant_id', 'session_id', 'kind', 'status', 'priority', 'attempts',
@@ -111,8 +114,17 @@ INSERT INTO expected_columns VALUES
     ('runs', 'budget',               'jsonb',                    false),
     ('runs', 'timeout',              'interval',                 false),
     ('runs', 'deadline',             'timestamp with time zone', false),
+    ('runs', 'watched',              'boolean',                  false),
     ('run_usage', 'run_id',          'bigint',                   true),
     ('run_usage', 'usage',           'jsonb',                    true),
+    ('watches', 'run_id',            'bigint',                   true),
+    ('watches', 'pid',               'bigint',                   true),
+    ('watches', 'backend_start',     'timestamp with time zone', true),
+    ('run_output', 'run_id',         'bigint',                   true),
+    ('run_output', 'seq',            'bigint',                   true),
+    ('run_output', 'epoch',          'bigint',                   true),
+    ('run_output', 'created_at',     'timestamp with time zone', true),
+    ('run_output', 'chunk',          'jsonb',                    true),
     ('run_events', 'run_id',         'bigint',                   true),
     ('run_events', 'event_id',       'bigint',                   true),
     ('run_events', 'epoch',          'runq.epoch',                   true),
@@ -258,7 +270,9 @@ SELECT is(
     ('limit_settings', ARRAY['limit_settings_max_running_check', 'limit_settings_scope_check']),
     ('limit_debts', ARRAY['limit_debts_debt_check', 'limit_debts_scope_check']),
     ('pause_settings', ARRAY['pause_settings_scope_check']),
-    ('run_usage', ARRAY[]::text[])
+    ('run_usage', ARRAY[]::text[]),
+    ('watches', ARRAY[]::text[]),
+    ('run_output', ARRAY[]::text[])
   ) AS v(tbl, checks);
 -- runs' one CHECK casts each row's shape to a domain that carries the five
 -- run-state invariants (a domain's constraints are cached per session; a
@@ -293,6 +307,10 @@ SELECT indexes_are('runq', 'limit_settings', ARRAY['limit_settings_key']);
 SELECT indexes_are('runq', 'limit_debts', ARRAY['limit_debts_pkey']);
 SELECT indexes_are('runq', 'pause_settings', ARRAY['pause_settings_pkey']);
 SELECT indexes_are('runq', 'run_usage', ARRAY['run_usage_pkey']);
+SELECT indexes_are('runq', 'watches', ARRAY['watches_pkey']);
+-- The output's key is its only index: a reader reads a range of it, and a
+-- chunk costs one index entry.
+SELECT indexes_are('runq', 'run_output', ARRAY['run_output_pkey']);
 
 SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, idx || ' is defined as designed')
   FROM (VALUES

@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(232);
+SELECT plan(256);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -23,6 +23,13 @@ INSERT INTO contract VALUES
     ('cancel', ARRAY['bigint', 'text'], 'run_id bigint, reason text DEFAULT NULL::text', 'text'),
     ('get_run', ARRAY['bigint'], 'run_id bigint', 'runq.run_info'),
     ('run_events', ARRAY['bigint'], 'run_id bigint', 'SETOF runq.run_event'),
+    -- waiting for a run and its output
+    ('watch', ARRAY['bigint'], 'run_id bigint', 'runq.run_info'),
+    ('unwatch', ARRAY['bigint'], 'run_id bigint', 'boolean'),
+    ('read_output', ARRAY['bigint', 'bigint', 'integer'],
+     'run_id bigint, after_seq bigint DEFAULT 0, max_chunks integer DEFAULT 1000',
+     'TABLE(seq bigint, epoch bigint, chunk jsonb, created_at timestamp with time zone)'),
+    ('emit', ARRAY['bigint', 'bigint', 'jsonb[]'], 'run_id bigint, epoch bigint, chunks jsonb[]', 'boolean'),
     -- workers
     ('claim', ARRAY['integer[]', 'text', 'interval', 'integer', 'text[]'],
      'classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, '

@@ -16,6 +16,7 @@ from runq.errors import (
     SessionBusy,
 )
 from runq.types import (
+    Chunk,
     ClaimedRun,
     CompletedAndClaimed,
     Event,
@@ -34,6 +35,7 @@ from runq.types import (
 
 __all__ = [
     "AsyncClient",
+    "Chunk",
     "ClaimedRun",
     "Client",
     "CompletedAndClaimed",

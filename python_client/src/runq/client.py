@@ -53,12 +53,13 @@ import psycopg
 from psycopg import sql
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
+from psycopg.conninfo import make_conninfo
 from psycopg.pq import Format
 from psycopg.rows import BaseRowFactory, RowMaker, class_row, kwargs_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from runq import types
+from runq import types, waiting
 from runq.errors import from_psycopg
 
 if TYPE_CHECKING:  # what a row factory is given; psycopg exports it under no public name
@@ -387,6 +388,21 @@ class _Calls(Generic[Conn, Pool]):
         return conn is self._owned or (
             conn.autocommit and conn.info.transaction_status == IDLE)
 
+    def _dispatcher(self) -> waiting.Dispatcher:
+        """The process's dispatcher of waits for this client's database: it
+        connects on its own, so it needs what the client connects with."""
+        source = self._source
+        if isinstance(source, str):
+            return waiting.dispatcher(source, self._connect_kwargs)
+        if isinstance(source, psycopg.Connection | psycopg.AsyncConnection):
+            info = source.info
+            return waiting.dispatcher(make_conninfo(info.dsn, password=info.password), {})
+        if isinstance(source, ConnectionPool | AsyncConnectionPool) \
+                and isinstance(source.conninfo, str) and isinstance(source.kwargs, dict):
+            return waiting.dispatcher(source.conninfo, source.kwargs)
+        raise TypeError("waiting needs a conninfo string, a connection, or a pool whose"
+                        " conninfo and kwargs are not callables")
+
     # -- submitters ---------------------------------------------------------
 
     @_Call
@@ -439,7 +455,28 @@ class _Calls(Generic[Conn, Pool]):
         """runq.run_events: the run's events in order. Raises RunNotFound."""
         return _rows(types.Event, "run_events", {"run_id": run_id})
 
-    # -- workers ------------------------------------------------------------
+    # -- waiting for a run and its output ----------------------------------------
+
+    @_Call
+    def watch(self, run_id: int) -> _Query[types.Run]:
+        """runq.watch: this session is notified (NOTIFY runq_run) of the run's
+        ends and output until unwatch; the run as it is now. Client.wait and
+        Client.stream do the listening; this is the bare call."""
+        return _row(types.Run, "watch", {"run_id": run_id})
+
+    @_Call
+    def unwatch(self, run_id: int) -> _Query[bool]:
+        """runq.unwatch: end this session's watch; False when there was none."""
+        return _value(bool, "unwatch", {"run_id": run_id})
+
+    @_Call
+    def read_output(self, run_id: int, after_seq: int = 0,
+                    max_chunks: int | None = None) -> _Query[list[types.Chunk]]:
+        """runq.read_output: the run's chunks after after_seq, in order."""
+        return _rows(types.Chunk, "read_output", {"run_id": run_id, "after_seq": after_seq},
+                     {"max_chunks": max_chunks})
+
+    # -- workers ---------------------------------------------------------------
 
     @_Call
     def claim(
@@ -456,6 +493,13 @@ class _Calls(Generic[Conn, Pool]):
         return _rows(types.ClaimedRun, "claim", {"classes": list(classes)},
                      {"worker_id": worker_id, "lease": lease, "max_runs": max_runs,
                       "kinds": None if kinds is None else list(kinds)})
+
+    @_Call
+    def emit(self, run_id: int, epoch: int, chunks: Sequence[Any]) -> _Query[bool]:
+        """runq.emit: append chunks (JSON values) to the run's output; False
+        when fenced (nothing stored)."""
+        return _value(bool, "emit", {"run_id": run_id, "epoch": epoch,
+                                     "chunks": [_jsonb(c) for c in chunks]})
 
     @_Call
     def heartbeat(self, run_id: int, epoch: int) -> _Query[bool]:
@@ -770,6 +814,22 @@ class Client(_Calls[psycopg.Connection[Any], ConnectionPool[Any]]):
             with source.transaction():
                 yield source
 
+    def wait(self, run_id: int, timeout: float | None = None) -> types.Run:
+        """The run once it is terminal or waiting_for_user, as get_run has it;
+        TimeoutError after timeout seconds (None: no limit). Woken by runq's
+        notifications on a connection all the waits of the process share
+        (runq.waiting); raises RunNotFound."""
+        d = self._dispatcher()
+        with _runq_errors():
+            return d.run_sync(d.wait(run_id, timeout))
+
+    def stream(self, run_id: int, after_seq: int = 0) -> Iterator[types.Chunk]:
+        """The run's output chunks after after_seq, as they are written,
+        until the run is terminal or waiting_for_user (then the last of them)."""
+        d = self._dispatcher()
+        with _runq_errors():
+            yield from waiting.iterate(d, d.chunks(run_id, after_seq))
+
     def _execute(self, query: _Query[R]) -> R:
         with _runq_errors(), self._connection() as conn, \
                 conn.cursor(row_factory=query.row_factory) as cur:
@@ -815,6 +875,19 @@ class AsyncClient(_Calls[psycopg.AsyncConnection[Any], AsyncConnectionPool[Any]]
         else:  # a transaction of its own, or a savepoint in the caller's
             async with source.transaction():
                 yield source
+
+    async def wait(self, run_id: int, timeout: float | None = None) -> types.Run:
+        """Client.wait, awaited."""
+        d = self._dispatcher()
+        with _runq_errors():
+            return await d.run(d.wait(run_id, timeout))
+
+    async def stream(self, run_id: int, after_seq: int = 0) -> AsyncIterator[types.Chunk]:
+        """Client.stream, as an async iterator."""
+        d = self._dispatcher()
+        with _runq_errors():
+            async for chunk in waiting.aiterate(d, d.chunks(run_id, after_seq)):
+                yield chunk
 
     async def _execute(self, query: _Query[R]) -> R:
         with _runq_errors():

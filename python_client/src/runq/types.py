@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = [
+    "Chunk",
     "ClaimedRun",
     "Event",
     "Limit",
@@ -130,6 +131,18 @@ class Event:
     epoch: int
     type: str
     payload: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk of a run's output (runq.read_output): seq numbers a run's
+    chunks 1, 2, 3, ...; epoch is the claim that wrote it (a new epoch: the
+    run started over from its checkpoint)."""
+
+    seq: int
+    epoch: int
+    chunk: Any
     created_at: datetime
 
 

@@ -82,6 +82,15 @@ class AsyncRunContext:
         the run no longer exists (nothing could be recorded)."""
         return await self._writes.record_usage(self._state, usage)
 
+    async def emit(self, chunk: Any) -> None:
+        """Append chunk (a JSON value: a token, a progress note) to the run's
+        output (runq.emit), for readers of Client.stream. Buffered, and sent
+        with other chunks a few milliseconds later (runq.worker.emits), and
+        before the run's complete, fail or ask_user; a refusal stops the run
+        (the next write raises RunStopped). Raises TypeError for a chunk that
+        is not JSON, RunStopped once the run is no longer ours."""
+        await self._writes.emit(self._state, chunk)
+
     async def _write(self, call: Callable[[AsyncClient], Awaitable[bool]], **how: Any) -> None:
         await self._writes.write(self._state, call, **how)
 
@@ -176,6 +185,10 @@ class RunContext:
             call.close()
             raise RunStopped(f"run {self.run_id}: the pool has stopped", "pool_stopped") from None
         return future.result()
+
+    def emit(self, chunk: Any) -> None:
+        """AsyncRunContext.emit, from the handler's thread."""
+        self._wait(self._async.emit(chunk))
 
     def _write(self, call: Callable[[AsyncClient], Awaitable[bool]], **how: Any) -> None:
         self._wait(self._async._write(call, **how))

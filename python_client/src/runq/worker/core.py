@@ -12,6 +12,7 @@ import psycopg
 
 from runq.worker.claims import Claims
 from runq.worker.completions import Completions
+from runq.worker.emits import Emits
 from runq.worker.handling import Handling
 from runq.worker.heartbeats import Heartbeats
 from runq.worker.links import Database
@@ -42,6 +43,7 @@ class Core:
         self.db = Database(pool.conninfo, pool.max_connections,
                            pool._connect_kwargs("runq-pool"), self.lease)
         self.completions = Completions(self)
+        self.emits = Emits(self)
         self.writes = Writes(self)
         self.heartbeats = Heartbeats(self)
         self.claims = Claims(self)
@@ -101,6 +103,7 @@ class Core:
         helpers = [asyncio.ensure_future(self.guarded(name, loop)) for name, loop in [
             ("heartbeat", self.heartbeats.loop), ("listen", self.claims.listen_loop),
             ("complete", self.completions.loop),
+            ("emit", self.emits.loop),
             *([("sweep", self.upkeep.sweep_loop)] if pool.sweep_interval else []),
             *([("tick", self.upkeep.tick_loop)] if pool.tick_interval else [])]]
         try:

@@ -62,6 +62,8 @@ class RunState:
         self.reason_message: str | None = None
         # How many record_usage calls of each usage (as JSON) landed.
         self.usage_landed: Counter[str] = Counter()
+        # How many of its chunks (ctx.emit) landed under its epoch.
+        self.chunks_landed = 0
 
     @property
     def run_id(self) -> int:

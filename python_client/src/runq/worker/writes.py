@@ -31,6 +31,8 @@ class Writes:
                     *, final: bool = False, result: Any = None, patience: float | None = None,
                     landed: Callable[[AsyncClient], Awaitable[bool]] | None = None) -> None:
         """One fenced write of a run; call None is its completion."""
+        if (final or call is None) and not state.closed:
+            await self.core.emits.flush(state)  # its output goes before its end
         if state.closed:
             raise await self.refusal(state, "is no longer ours")
         try:
@@ -58,6 +60,13 @@ class Writes:
         if not applied:
             self.core.stop_run(state)
             raise await self.refusal(state, "was fenced or cancelled")
+
+    async def emit(self, state: RunState, chunk: Any) -> None:
+        """Buffer a chunk of the run's output (see runq.worker.emits)."""
+        json_text(chunk)  # not JSON: raised here, in the handler
+        if state.closed:
+            raise await self.refusal(state, "is no longer ours")
+        self.core.emits.add(state, chunk)
 
     async def release(self, state: RunState, patience: float | None = None) -> None:
         """Give the run back (shutdown): its last write."""

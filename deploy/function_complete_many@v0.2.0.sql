@@ -1,0 +1,75 @@
+-- Deploy runq:function_complete_many to pg
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: function__answer_batch
+-- requires: admission
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Several completions of a worker in one round trip and one statement: each
+-- element is runq.complete's fenced update and its run.succeeded event, and
+-- runq._answer_batch answers the elements as runq.complete would. unnest pads
+-- a NULL results with NULLs: a NULL result for each run, as complete's default.
+--
+-- Runs that leave their slots hand them on when a concurrency limit is set
+-- (runq._slot_left, deploy/admission.sql).
+CREATE OR REPLACE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL)
+    RETURNS TABLE(run_id bigint, completed boolean)
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := clock_timestamp();
+    v_done bigint[];
+BEGIN
+    WITH done AS (
+        UPDATE runq.runs AS r
+           SET status = 'succeeded', result = c.result,
+               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+          FROM unnest(complete_many.run_ids, complete_many.epochs, complete_many.results)
+                   AS c(run_id, epoch, result)
+         WHERE r.run_id = c.run_id
+           AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+          FROM done AS d
+    )
+    -- Each run's slot is handed on (runq._slot_left) only when a debt or a
+    -- parked run of one of its keys may be waiting for it, one run after the
+    -- other: a hand-on counts nothing, so the rows of one statement cannot
+    -- give one slot twice. The same gate as in runq.complete.
+    SELECT array_agg(d.run_id) INTO v_done
+      FROM done AS d
+     WHERE NOT EXISTS (SELECT FROM runq.limit_settings)
+        OR NOT (EXISTS (SELECT FROM runq.limit_debts)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.tenant_id = d.tenant_id)
+                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
+                   AND EXISTS (SELECT FROM runq.runs AS p
+                                WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
+        OR runq._slot_left(d.tenant_id, d.kind);
+    RETURN QUERY SELECT a.run_id, a.applied
+                   FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
+                                           complete_many.results, v_done, 'complete', false) AS a;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.complete_many(bigint[], bigint[], jsonb[]) IS
+$c$runq.complete for many runs in one statement: the run run_ids[i] under epochs[i] succeeds with results[i] (NULL results: a NULL result for each), one row per element in the order given. completed is what runq.complete would return for it: true, or false when that run is fenced (one run.fenced event).
+Raises 22023 (NULL run_ids or epochs, arrays of different lengths, a NULL run_id or epoch, a run_id given twice), RQ003 (no such run, named; the whole call then changes nothing).$c$;
+
+COMMIT;

@@ -1,0 +1,272 @@
+"""Waiting for runs and reading their output as it is written: the
+dispatcher behind Client.wait / Client.stream and their AsyncClient twins.
+
+All the waits and streams of a process on one database share one
+dispatcher: a thread of its own ("runq-wait") running an event loop with two
+connections, one that only LISTENs on runq_run and one for the calls
+(runq.watch, runq.get_run, runq.read_output, runq.unwatch). A wait registers
+its run, then watches it (runq.watch, after LISTEN: no wake-up is lost), then
+reads the run again on each notification until it is terminal or waits for
+its user. runq notifies only runs someone watches, so a process waiting on a
+thousand runs costs the database two connections and a notification per
+change of those runs.
+
+A connection that broke is opened again; the watches are then made again on
+the new calls connection (a watch lives as long as its session), and every
+wait reads its run again, since notifications sent meanwhile were lost. A
+slow poll (FALLBACK seconds) reads the run in any case, for a break no
+error reported; the dispatcher counts the reads it made (``polls``), and a
+test can tell a lost wake-up by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+import psycopg
+
+from runq import types
+
+T = TypeVar("T")
+
+# Statuses a wait returns at: an answer exists, or the run needs its user.
+SETTLED = frozenset({"succeeded", "failed", "cancelled", "waiting_for_user"})
+# Seconds between reads of a run no notification woke (the safety net only).
+FALLBACK = 30.0
+# Seconds between attempts to open a connection that broke.
+RECONNECT = 0.5
+
+
+class Dispatcher:
+    """The waits of one process on one database (see the module's text).
+    Its coroutines run on its own loop; ``run`` hands one over from any
+    thread or loop."""
+
+    def __init__(self, conninfo: str, kwargs: dict[str, Any]) -> None:
+        self.conninfo = conninfo
+        self.kwargs = {**kwargs, "autocommit": True}
+        self.loop = asyncio.new_event_loop()
+        # run_id -> the wake-ups of the waits on it (events of self.loop)
+        self.waiters: dict[int, set[asyncio.Event]] = {}
+        self.polls = 0  # reads of a run that only FALLBACK woke
+        self.woken = 0  # waits a notification woke
+        self._calls: psycopg.AsyncConnection[Any] | None = None
+        self._reconnects = 0
+        self._one_call = asyncio.Lock()
+        self._listening: asyncio.Event | None = None
+        self._wanted: asyncio.Event | None = None  # some wait is registered
+        thread = threading.Thread(target=self._serve, name="runq-wait", daemon=True)
+        thread.start()
+
+    # -- from any thread --------------------------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
+        """coro on the dispatcher's loop, as an awaitable of the caller's loop."""
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    # -- on the dispatcher's loop ----------------------------------------------
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self._listening = asyncio.Event()
+        self._wanted = asyncio.Event()
+        self.loop.create_task(self._listen())
+        self.loop.run_forever()
+
+    async def _listen(self) -> None:
+        assert self._listening is not None and self._wanted is not None
+        while True:
+            # Connected only while some wait needs it: a database that went
+            # is not tried again and again for nobody.
+            await self._wanted.wait()
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                        self.conninfo, **{**self.kwargs,
+                                          "application_name": "runq-wait-listen"}) as conn:
+                    await conn.execute("LISTEN runq_run")
+                    # Notifications sent while no connection listened are
+                    # lost: every watch is made again and every wait reads
+                    # its run again.
+                    await self._rewatch()
+                    self._listening.set()
+                    async for note in conn.notifies():
+                        self._wake(int(note.payload))
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                self._listening.clear()
+                await asyncio.sleep(RECONNECT)
+
+    def _wake(self, run_id: int) -> None:
+        for event in self.waiters.get(run_id, ()):
+            self.woken += 1
+            event.set()
+
+    async def _rewatch(self) -> None:
+        for run_id in list(self.waiters):
+            with contextlib.suppress(psycopg.Error):  # purged: its wait gets the error
+                await self._get_run(run_id, watch=True)
+        for events in self.waiters.values():
+            for event in events:
+                event.set()
+
+    async def _call(self, call: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """call on the calls connection, opened again (and the watches with
+        it) when it broke; the error of a statement is raised."""
+        while True:
+            conn = self._calls
+            if conn is None or conn.closed or conn.broken:
+                conn = self._calls = await psycopg.AsyncConnection.connect(
+                    self.conninfo, **{**self.kwargs, "application_name": "runq-wait"})
+                if self._reconnects:
+                    # The watches of the old session go with it.
+                    self.loop.create_task(self._rewatch())
+                self._reconnects += 1
+            try:
+                # One call at a time: a client sends a call on a connection
+                # that is not idle in a transaction of its own, and two
+                # interleaved would leave one open (holding the run's lock).
+                async with self._one_call:
+                    return await call(conn)
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                if not (conn.closed or conn.broken):
+                    raise
+                await asyncio.sleep(RECONNECT)
+
+    async def _ready(self) -> None:
+        assert self._listening is not None
+        await self._listening.wait()
+
+    async def _get_run(self, run_id: int, watch: bool = False) -> types.Run:
+        from runq.client import AsyncClient  # runq.client imports this module
+        if watch:
+            return await self._call(lambda c: AsyncClient(c).watch(run_id))
+        return await self._call(lambda c: AsyncClient(c).get_run(run_id))
+
+    async def _read(self, run_id: int, after_seq: int) -> list[types.Chunk]:
+        from runq.client import AsyncClient
+        return await self._call(lambda c: AsyncClient(c).read_output(run_id, after_seq))
+
+    async def _subscribe(self, run_id: int) -> asyncio.Event:
+        assert self._wanted is not None
+        event = asyncio.Event()
+        self.waiters.setdefault(run_id, set()).add(event)
+        self._wanted.set()
+        try:
+            await self._ready()
+        except BaseException:
+            await self._unsubscribe(run_id, event)
+            raise
+        return event
+
+    async def _unsubscribe(self, run_id: int, event: asyncio.Event) -> None:
+        events = self.waiters.get(run_id, set())
+        events.discard(event)
+        if not events:
+            self.waiters.pop(run_id, None)
+            if not self.waiters and self._wanted is not None:
+                self._wanted.clear()
+            from runq.client import AsyncClient
+            # A purged run's watch went with it, a broken session's with the session.
+            with contextlib.suppress(psycopg.Error):
+                await self._call(lambda c: AsyncClient(c).unwatch(run_id))
+
+    async def _woken(self, event: asyncio.Event, timeout: float) -> bool:
+        """Until a notification (True) or timeout (False)."""
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        event.clear()
+        return True
+
+    async def wait(self, run_id: int, timeout: float | None) -> types.Run:
+        deadline = None if timeout is None else self.loop.time() + timeout
+        event = await asyncio.wait_for(self._subscribe(run_id), timeout)
+        try:
+            run = await self._get_run(run_id, watch=True)
+            while run.status not in SETTLED:
+                left = FALLBACK if deadline is None else deadline - self.loop.time()
+                if left <= 0:
+                    raise TimeoutError(f"run {run_id} is still {run.status}")
+                if not await self._woken(event, min(left, FALLBACK)) and left >= FALLBACK:
+                    self.polls += 1
+                run = await self._get_run(run_id)
+            return run
+        finally:
+            await self._unsubscribe(run_id, event)
+
+    async def chunks(self, run_id: int, after_seq: int) -> AsyncGenerator[types.Chunk, None]:
+        """The run's chunks after after_seq as they come, until the run is
+        terminal or waits for its user. Its status is read before each read
+        of its output: no chunk commits after the run ends (runq.emit), so
+        the read after a settled status gets the last of them."""
+        event = await self._subscribe(run_id)
+        try:
+            run = await self._get_run(run_id, watch=True)
+            while True:
+                settled = run.status in SETTLED
+                got = await self._read(run_id, after_seq)
+                for chunk in got:
+                    after_seq = chunk.seq
+                    yield chunk
+                if got:
+                    continue  # there may be more than one read's worth
+                if settled:
+                    return
+                if not await self._woken(event, FALLBACK):
+                    self.polls += 1
+                run = await self._get_run(run_id)
+        finally:
+            await self._unsubscribe(run_id, event)
+
+
+_dispatchers: dict[str, Dispatcher] = {}
+_lock = threading.Lock()
+
+
+def dispatcher(conninfo: str, kwargs: dict[str, Any]) -> Dispatcher:
+    """The process's dispatcher for this database (made on first use)."""
+    with _lock:
+        found = _dispatchers.get(conninfo)
+        if found is None:
+            found = _dispatchers[conninfo] = Dispatcher(conninfo, kwargs)
+        return found
+
+
+def iterate(d: Dispatcher, chunks: AsyncGenerator[types.Chunk, None]) -> Iterator[types.Chunk]:
+    """Dispatcher.chunks from a thread that has no loop (Client.stream)."""
+    try:
+        while True:
+            try:
+                yield d.run_sync(_step(chunks))
+            except StopAsyncIteration:
+                return
+    finally:
+        d.run_sync(_close(chunks))
+
+
+async def aiterate(d: Dispatcher, chunks: AsyncGenerator[types.Chunk, None]
+                   ) -> AsyncIterator[types.Chunk]:
+    """Dispatcher.chunks from another loop (AsyncClient.stream)."""
+    try:
+        while True:
+            try:
+                yield await d.run(_step(chunks))
+            except StopAsyncIteration:
+                return
+    finally:
+        await d.run(_close(chunks))
+
+
+async def _step(chunks: AsyncGenerator[types.Chunk, None]) -> types.Chunk:
+    return await chunks.__anext__()
+
+
+async def _close(chunks: AsyncGenerator[types.Chunk, None]) -> None:
+    await chunks.aclose()

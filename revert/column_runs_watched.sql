@@ -1,0 +1,11 @@
+-- Revert runq:column_runs_watched from pg
+-- Locks: ACCESS EXCLUSIVE on runq.runs for a catalog update (the column's space is reclaimed as rows are rewritten later), waiting at most 2 s for it.
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+ALTER TABLE runq.runs DROP COLUMN watched;
+
+COMMIT;

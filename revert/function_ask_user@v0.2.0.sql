@@ -1,0 +1,64 @@
+-- Revert runq:function_ask_user from pg
+-- (back to ask_user as v0.1.3 released it)
+-- requires: table_runs
+-- requires: table_run_events
+-- requires: function__refuse
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by workers. The run waits for the user: its lease ends, and it keeps
+-- its session's one active slot, so the user's answer (a submit to that
+-- session, or runq.deliver_input) resumes this run rather than starting one.
+-- Raises 22023 (NULL question), RQ003; false when fenced or cancelled.
+--
+-- Its arguments are checked by the shared checks of argument_checks.
+CREATE OR REPLACE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_jsonb('question', ask_user.question) THEN
+    END IF;
+
+    WITH asked AS (
+        UPDATE runq.runs AS r
+           SET status = 'waiting_for_user', question = ask_user.question,
+               lease_expires_at = NULL, updated_at = v_now
+         WHERE r.run_id = ask_user.run_id
+           AND r.status = 'running' AND r.lease_epoch = ask_user.epoch  -- fence
+           AND NOT r.cancel_requested
+        RETURNING r.run_id, r.lease_epoch
+    )
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT a.run_id, a.lease_epoch, 'run.waiting_for_user',
+           jsonb_build_object('question', ask_user.question), v_now
+      FROM asked AS a;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    RETURN runq._refuse(ask_user.run_id, ask_user.epoch, 'ask_user', true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.ask_user(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.ask_user(bigint, bigint, jsonb) TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.ask_user(bigint, bigint, jsonb) IS
+$c$Put a run this worker holds under epoch into waiting_for_user with a question. The lease ends; the run keeps its session's active slot until input is delivered (runq.submit to the session, or runq.deliver_input). Returns true, or false when fenced or when cancel was requested (the run becomes cancelled).
+Raises 22023 (NULL run_id, epoch or question), RQ003 (no such run).$c$;
+
+COMMIT;

@@ -1,0 +1,7 @@
+-- Verify runq:function_complete on pg
+
+\set function 'runq.complete(bigint, bigint, jsonb)'
+\set callers 'runq_worker runq_admin'
+-- This version calls the admission functions (limits and pauses).
+\set body 'runq._slot_left('
+\ir lib/function.sql
