@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -347,6 +348,62 @@ def test_cancel(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
     client.claim([10])
     assert run_cli(capsys, "cancel", str(running))[1] == f"run {running}: cancel_requested\n"
     assert run_cli(capsys, "cancel", "424242")[0] == 1
+
+
+def later(seconds: float, do: Any) -> threading.Thread:
+    """do() in another thread, seconds from now: a worker while the command waits."""
+    def go() -> None:
+        time.sleep(seconds)
+        do()
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_wait_exit_status_is_the_runs(client: Client, db_url: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [client.submit("t", "k", priority=3).run_id for _ in range(3)]
+    claimed = {c.run_id: c.epoch for c in client.claim([3], max_runs=3)}
+    with Client.connect(db_url) as worker:
+        ends = [lambda r: worker.complete(r, claimed[r]),
+                lambda r: worker.fail(r, claimed[r], {"code": "boom"}),
+                lambda r: worker.ask_user(r, claimed[r], {"q": 1})]
+        for run, end, (code, status) in zip(runs, ends, [(0, "succeeded"), (1, "failed"),
+                                                          (2, "waiting_for_user")], strict=True):
+            thread = later(0.3, lambda r=run, e=end: e(r))
+            assert run_cli(capsys, "wait", str(run), "--timeout", "10") == (
+                code, f"run {run}: {status}\n", "")
+            thread.join()
+    queued = client.submit("t", "k", priority=4).run_id
+    code, out, err = run_cli(capsys, "wait", str(queued), "--timeout", "0.3")
+    assert (code, out, err) == (124, "", f"run {queued}: still going after 0.3 s\n")
+    code, out, _ = run_cli(capsys, "wait", str(runs[0]), "--json")
+    assert code == 0 and json.loads(out)["status"] == "succeeded"
+    assert run_cli(capsys, "wait", "424242")[0] == 1
+
+
+def test_tail_prints_the_output_until_the_run_ends(client: Client, db_url: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    run = client.submit("t", "k", priority=5).run_id
+    [c] = client.claim([5])
+    assert client.emit(run, c.epoch, ["Hello", {"tool": "search"}])
+
+    def finish() -> None:
+        with Client.connect(db_url) as worker:
+            worker.emit(run, c.epoch, [", world"])
+            worker.complete(run, c.epoch, {"ok": True})
+    thread = later(0.3, finish)
+    assert run_cli(capsys, "tail", str(run)) == (
+        0, '1\t1\tHello\n2\t1\t{"tool": "search"}\n3\t1\t, world\n',
+        f"run {run}: succeeded\n")
+    thread.join()
+    code, out, _ = run_cli(capsys, "tail", str(run), "--after", "2", "--json")
+    assert code == 0 and [json.loads(line) for line in out.splitlines()] == [
+        {"seq": 3, "epoch": 1, "chunk": ", world"}]
+    with pytest.raises(SystemExit) as refused:
+        main(["tail", str(run), "--after", "-1"])
+    assert refused.value.code == 2
+    assert "must be 0 or more, got -1" in capsys.readouterr().err
 
 
 def test_orphans(client: Client, capsys: pytest.CaptureFixture[str]) -> None:

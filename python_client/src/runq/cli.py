@@ -279,6 +279,37 @@ def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+# runq wait's and runq tail's exit status by the run's status; 124 (as
+# timeout(1)) when it is still going at --timeout.
+_ENDED = {"succeeded": 0, "failed": 1, "cancelled": 1, "waiting_for_user": 2}
+
+
+def cmd_wait(client: Client, args: argparse.Namespace) -> int:
+    try:
+        run = client.wait(args.run, timeout=args.timeout)
+    except TimeoutError:
+        print(f"run {args.run}: still going after {args.timeout:g} s", file=sys.stderr)
+        return 124
+    if args.json:
+        _print_json(run)
+    else:
+        print(f"run {args.run}: {run.status}")
+    return _ENDED[run.status]
+
+
+def cmd_tail(client: Client, args: argparse.Namespace) -> int:
+    for chunk in client.stream(args.run, after_seq=args.after):
+        if args.json:  # a line each, for a reader that reads as they come
+            print(json_text({"seq": chunk.seq, "epoch": chunk.epoch, "chunk": chunk.chunk},
+                            default=_json_default), flush=True)
+        else:
+            text = chunk.chunk if isinstance(chunk.chunk, str) else json_text(chunk.chunk)
+            print(f"{chunk.seq}\t{chunk.epoch}\t{text}", flush=True)
+    status = client.get_run(args.run).status
+    print(f"run {args.run}: {status}", file=sys.stderr)
+    return _ENDED.get(status, 1)
+
+
 def cmd_orphans(client: Client, args: argparse.Namespace) -> int:
     stale_after = None if args.stale_after is None else timedelta(seconds=args.stale_after)
     _show(args, client.orphan_report(stale_after), "no running runs",
@@ -510,6 +541,7 @@ _non_negative_days = _argument(float, "a number", lambda v: 0 <= v < 365_000,
                                "0 or more (and under 1000 years)")
 
 _non_negative_seconds = _argument(float, "a number", lambda v: v >= 0, "0 or more")
+_non_negative_int = _argument(int, "a whole number", lambda v: v >= 0, "0 or more")
 
 
 # -- runq worker ----------------------------------------------------------------
@@ -597,6 +629,16 @@ def _parser() -> argparse.ArgumentParser:
     p = command("cancel", "cancel a run (a running run stops at its next heartbeat)")
     p.add_argument("run", type=int, metavar="RUN")
     p.add_argument("--reason", help="recorded with the cancellation")
+    p = command("wait", "wait until a run is terminal or waits for its user; exit 0 succeeded,"
+                        " 1 failed or cancelled, 2 waiting for its user, 124 on timeout")
+    p.add_argument("run", type=int, metavar="RUN")
+    p.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
+                   help="give up after this long (default: wait as long as it takes)")
+    p = command("tail", "print a run's output as it is written (seq, epoch, chunk; --json: a"
+                        " JSON object a line), until the run ends; exit as runq wait")
+    p.add_argument("run", type=int, metavar="RUN")
+    p.add_argument("--after", type=_non_negative_int, default=0, metavar="SEQ",
+                   help="start after this chunk (default: from the first)")
     p = command("orphans", "running runs by lease owner, staleness and work done")
     p.add_argument("--stale-after", type=_positive_seconds, metavar="SECONDS",
                    help="heartbeat age that counts as stale (default: the server setting)")
@@ -670,6 +712,8 @@ _COMMANDS: dict[str, Callable[[Client, argparse.Namespace], int]] = {
     "failed": cmd_failed,
     "redrive": cmd_redrive,
     "cancel": cmd_cancel,
+    "wait": cmd_wait,
+    "tail": cmd_tail,
     "orphans": cmd_orphans,
     "sweep": cmd_sweep,
     "purge": cmd_purge,
