@@ -82,6 +82,15 @@ export interface ClaimedRun {
   usage: Amounts;
 }
 
+/** One chunk of a run's output (runq.read_output): seq numbers a run's
+ * chunks 1, 2, 3, ...; a new epoch means the run started over. */
+export interface OutputChunk {
+  seq: bigint;
+  epoch: bigint;
+  chunk: unknown;
+  createdAt: Date;
+}
+
 export interface RunEvent {
   eventId: bigint;
   epoch: bigint;
@@ -370,6 +379,27 @@ export class Client {
     return this.#one<Run>("get_run", [req("run_id", "bigint", runId)]);
   }
 
+  /** runq.watch: this session is notified (NOTIFY runq_run) of the run's
+   * ends and output until unwatch; the run as it is now. Waiter does the
+   * listening; this is the bare call. */
+  watch(runId: Id): Promise<Run> {
+    return this.#one<Run>("watch", [req("run_id", "bigint", runId)]);
+  }
+
+  /** runq.unwatch: end this session's watch; false when there was none. */
+  unwatch(runId: Id): Promise<boolean> {
+    return this.#bool("unwatch", [req("run_id", "bigint", runId)]);
+  }
+
+  /** runq.read_output: the run's chunks after afterSeq, in order. */
+  async readOutput(runId: Id, options: { afterSeq?: Id; maxChunks?: number } = {}): Promise<OutputChunk[]> {
+    return (await this.#call("read_output", [
+      req("run_id", "bigint", runId),
+      opt("after_seq", "bigint", options.afterSeq),
+      opt("max_chunks", "integer", options.maxChunks),
+    ])) as unknown as OutputChunk[];
+  }
+
   /** runq.run_events: the run's events in order. Raises RunNotFound. */
   async runEvents(runId: Id): Promise<RunEvent[]> {
     return (await this.#call("run_events", [req("run_id", "bigint", runId)])) as unknown as RunEvent[];
@@ -464,6 +494,13 @@ export class Client {
   checkpoint(runId: Id, epoch: Id, state: unknown): Promise<boolean> {
     return this.#bool("checkpoint", [
       req("run_id", "bigint", runId), req("epoch", "bigint", epoch), req("state", "jsonb", json(state))]);
+  }
+
+  /** runq.emit: append chunks (JSON values) to the run's output; false when fenced. */
+  emit(runId: Id, epoch: Id, chunks: readonly unknown[]): Promise<boolean> {
+    return this.#bool("emit", [
+      req("run_id", "bigint", runId), req("epoch", "bigint", epoch),
+      req("chunks", "jsonb[]", chunks.map((c) => json(c) ?? null))]);
   }
 
   /** runq.begin_turn: before a chargeable model call (the budget gate). */

@@ -21,6 +21,8 @@ export interface RunContext {
   readonly stopped: AbortSignal;
   checkpoint(state: unknown): Promise<void>;
   beginTurn(): Promise<void>;
+  /** Append chunks (JSON values) to the run's output, for readers of Waiter.output. */
+  emit(...chunks: unknown[]): Promise<void>;
   beginTool(callId: string, tool: string, idempotency: ToolIdempotency, args?: JsonObject): Promise<void>;
   endTool(callId: string, outcome: unknown): Promise<void>;
   /** Sent even once the run is stopped (spend is a fact); false when fenced. */
@@ -132,6 +134,7 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
     runId, epoch, run, payload: run.payload, stopped: stopping.signal,
     checkpoint: (state) => write(() => client.checkpoint(runId, epoch, state)),
     beginTurn: () => write(() => client.beginTurn(runId, epoch)),
+    emit: (...chunks) => write(() => client.emit(runId, epoch, chunks)),
     beginTool: (callId, tool, idempotency, args) =>
       write(() => client.beginTool(runId, epoch, callId, tool, idempotency, args)),
     endTool: (callId, outcome) => write(() => client.endTool(runId, epoch, callId, outcome)),
