@@ -19,7 +19,7 @@ SERVER = scripts/pg run
 # a server given from outside).
 PG18 = RUNQ_DATABASE_URL= PGHOST= RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
 
-.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-cpu bench-instructions sql dashboard-screenshots \
+.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-waiting bench-cpu bench-instructions sql dashboard-screenshots \
 	docs dist schema pg-start pg-stop
 
 test: deps $(STAMP)
@@ -53,6 +53,12 @@ bench-full: $(STAMP)
 # (bench/long_runs.py, about 12 minutes): leases lost, connections, heartbeat cost.
 bench-long: $(STAMP)
 	$(SERVER) $(VENV)/bin/python bench/long_runs.py --runs 1000 5000 --out bench/results/long_runs.md
+
+# Waiting and streaming (bench/waiting.py, about 2 minutes): 1,000 waits at once
+# on one process's two connections, and 1,000 runs emitting 20 chunks a second
+# for 60 s from one pool, read as they come.
+bench-waiting: $(STAMP)
+	$(BENCH_SERVER) $(VENV)/bin/python bench/waiting.py
 
 # Backend CPU per cycle (bench/cpu.py), to judge a hot-path change against a
 # commit: make bench-cpu REV=8ce5eac

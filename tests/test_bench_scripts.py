@@ -12,8 +12,9 @@ of their pool once (one found done would return false and cost less). The
 cost part's: record_usage and checkpoint apply to running runs under their
 epoch (never fenced), cycles of runs with a budget and a timeout end every run
 succeeded, and its sweep over runs with deadlines none due changes nothing. The other
-drivers run in small: bench/cpu.py, bench/instructions.py, and
-bench/long_runs.py (one worker process holding runs for 18 s, not minutes).
+drivers run in small: bench/cpu.py, bench/instructions.py,
+bench/long_runs.py (one worker process holding runs for 18 s, not minutes) and
+bench/waiting.py (30 waits and 30 runs streaming for 2 s).
 """
 import os
 import re
@@ -326,3 +327,22 @@ def test_long_runs_holds_its_runs(server_url: str, tmp_path: Path) -> None:
         == str(20 * int(rows["heartbeat_many calls in the window"])), out.stdout
     assert 10 < float(rows["nearest lease expiry seen (s left of 30)"]) < 30, out.stdout
     assert float(rows["all worker backends' CPU in the window, s"]) > 0, out.stdout
+
+
+@pytest.mark.once
+def test_waiting_bench_reports_waits_and_streams(server_url: str) -> None:
+    # bench/waiting.py in small: 30 waits, then 30 runs emitting 10 chunks a
+    # second for 2 s. Every chunk is read, the waits hold two connections.
+    out = subprocess.run([sys.executable, str(BENCH / "waiting.py"), "--runs", "30",
+                          "--rate", "10", "--seconds", "2"],
+                         env={**os.environ, "RUNQ_DATABASE_URL": server_url},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
+            for line in out.stdout.splitlines() if line.startswith("| ")}
+    assert rows["waits at once"] == "30", out.stdout
+    assert rows["server connections of the process's waits"] == "2", out.stdout
+    read, stored = rows["chunks read (each run's, by one reader each)"].split(" of ")
+    assert read == stored and int(stored.replace(",", "")) >= 30 * 10, out.stdout
+    assert re.fullmatch(r"[\d.]+ / [\d.]+ ms",
+                        rows["wake-up: complete sent -> wait returned, p50 / p99"]), out.stdout

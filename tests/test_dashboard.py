@@ -407,6 +407,20 @@ def test_the_run_page_shows_the_fenced_epoch_tools_checkpoints_usage_and_deadlin
         run.deadline.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def test_the_run_page_shows_the_output_as_it_is_written(
+        browser: WebDriver, reader_site: str, seeded: Seeded, superuser: runq.Client) -> None:
+    # The running run (epoch 2) writes while its page is open: the page, read
+    # again every second while the run may still write, shows each chunk.
+    _open(browser, f"{reader_site}/runs/{seeded.fenced}", "run-output")
+    assert browser.find_element(By.ID, "no-output").text == "No output."
+    assert superuser.emit(seeded.fenced, 2, ["Hello", {"step": 1}])
+    _wait(browser, lambda b: len(_cells(b, "output")) == 2)
+    assert superuser.emit(seeded.fenced, 2, [", world"])
+    _wait(browser, lambda b: len(_cells(b, "output")) == 3)
+    shown = [(seq, epoch, chunk) for seq, epoch, _, chunk in _cells(browser, "output")]
+    assert shown == [("1", "2", "Hello"), ("2", "2", '{\n  "step": 1\n}'), ("3", "2", ", world")]
+
+
 def test_the_run_page_shows_inputs_and_an_unknown_run_is_404(
         browser: WebDriver, reader_site: str, seeded: Seeded) -> None:
     browser.get(f"{reader_site}/runs/{seeded.answered}")

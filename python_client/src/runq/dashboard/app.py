@@ -52,6 +52,9 @@ __all__ = ["create_app"]
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
+# A run page shows this much of the run's output (the first chunks; runq tail
+# follows all of it).
+OUTPUT_CHUNKS = 500
 MAX_ID = 2**63 - 1  # a bigint
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -237,7 +240,9 @@ def create_app(database_url: str, *, allow_actions: bool = False,
         except RunNotFound as error:
             return refused(request, error, 404)
         events = reader.run_events(run_id)
+        output = reader.read_output(run_id, max_chunks=OUTPUT_CHUNKS + 1)
         return page(request, "run.html", run=found, events=events,
+                    output=output[:OUTPUT_CHUNKS], output_clipped=len(output) > OUTPUT_CHUNKS,
                     tool_calls=reader.tool_calls(run_id), usage=_usage_rows(found),
                     checkpoints=_of(events, "run.checkpointed"),
                     inputs=_of(events, "run.input_delivered"),
