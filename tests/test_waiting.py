@@ -20,6 +20,11 @@ AsyncClient twins. Real server; workers are other connections of the test.
       while 20 waits are pending, and the runs are completed while it is
       away or coming back: every wait returns succeeded, none through the
       fallback poll; so does a wait whose calls connection was terminated.
+  test_waits_survive_a_server_restart
+      a private cluster restarts (pg_ctl restart -m fast) under 10 pending
+      waits and a stream: once it is back, the runs completed and their
+      output emitted are seen by each (the waits read their runs again when
+      the dispatcher listens again; none through the fallback poll).
   test_stream_readers_and_emitters
       four emitters on one run (the same epoch, 50 emits of 1-3 chunks each)
       and three streams reading at once: each stream gets seq 1..n once, in
@@ -227,3 +232,23 @@ def test_async_wait_and_stream(db_url: str) -> None:
             return status, chunks
 
     assert asyncio.run(main()) == ("succeeded", [1, 2])
+
+
+def test_waits_survive_a_server_restart(private_cluster: tuple[str, Callable[[], None]]) -> None:
+    url, restart = private_cluster
+    before = polls(url)
+    with Client.connect(url) as c:
+        runs = claimed(c, 10, tenant="restart")
+    with ThreadPoolExecutor(11) as pool:
+        with Client.connect(url) as waiting:
+            waits = [pool.submit(waiting.wait, r, 60) for r, _ in runs]
+            streamed = pool.submit(lambda: [ch.chunk for ch in waiting.stream(runs[0][0])])
+            time.sleep(0.5)  # every wait is watching
+            restart()
+            with Client.connect(url) as worker:
+                assert worker.emit(*runs[0], ["after the restart"])
+                for r, e in runs:
+                    assert worker.complete(r, e)
+            assert [w.result(timeout=60).status for w in waits] == ["succeeded"] * 10
+            assert streamed.result(timeout=60) == ["after the restart"]
+    assert polls(url) == before

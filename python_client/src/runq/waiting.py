@@ -13,10 +13,10 @@ change of those runs.
 
 A connection that broke is opened again; the watches are then made again on
 the new calls connection (a watch lives as long as its session), and every
-wait reads its run again, since notifications sent meanwhile were lost. A
-slow poll (FALLBACK seconds) reads the run in any case, for a break no
-error reported; the dispatcher counts the reads it made (``polls``), and a
-test can tell a lost wake-up by it.
+wait reads its run again, since notifications sent meanwhile were lost.
+While no connection listens (the server is away), the waits read their runs
+every FALLBACK seconds; while one does, a wait reads its run only when
+notified. The dispatcher counts the reads the fallback made (``polls``).
 """
 
 from __future__ import annotations
@@ -100,7 +100,19 @@ class Dispatcher:
                         self._wake(int(note.payload))
             except (psycopg.OperationalError, psycopg.InterfaceError):
                 self._listening.clear()
+                self._wake_all()  # to poll while no connection listens
                 await asyncio.sleep(RECONNECT)
+
+    def _wake_all(self) -> None:
+        for events in self.waiters.values():
+            for event in events:
+                event.set()
+
+    def _patience(self) -> float | None:
+        """How long a wait sleeps: until notified (None) while a connection
+        listens, FALLBACK seconds while none does."""
+        assert self._listening is not None
+        return None if self._listening.is_set() else FALLBACK
 
     def _wake(self, run_id: int) -> None:
         for event in self.waiters.get(run_id, ()):
@@ -111,9 +123,7 @@ class Dispatcher:
         for run_id in list(self.waiters):
             with contextlib.suppress(psycopg.Error):  # purged: its wait gets the error
                 await self._get_run(run_id, watch=True)
-        for events in self.waiters.values():
-            for event in events:
-                event.set()
+        self._wake_all()
 
     async def _call(self, call: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         """call on the calls connection, opened again (and the watches with
@@ -121,8 +131,16 @@ class Dispatcher:
         while True:
             conn = self._calls
             if conn is None or conn.closed or conn.broken:
-                conn = self._calls = await psycopg.AsyncConnection.connect(
-                    self.conninfo, **{**self.kwargs, "application_name": "runq-wait"})
+                try:
+                    conn = self._calls = await psycopg.AsyncConnection.connect(
+                        self.conninfo, **{**self.kwargs, "application_name": "runq-wait"})
+                except psycopg.OperationalError:
+                    if not self._reconnects:
+                        raise  # never connected: a wrong URL, not an outage
+                    # The server went away: tried again until it is back (a
+                    # wait's timeout ends the wait meanwhile).
+                    await asyncio.sleep(RECONNECT)
+                    continue
                 if self._reconnects:
                     # The watches of the old session go with it.
                     self.loop.create_task(self._rewatch())
@@ -176,7 +194,7 @@ class Dispatcher:
             with contextlib.suppress(psycopg.Error):
                 await self._call(lambda c: AsyncClient(c).unwatch(run_id))
 
-    async def _woken(self, event: asyncio.Event, timeout: float) -> bool:
+    async def _woken(self, event: asyncio.Event, timeout: float | None) -> bool:
         """Until a notification (True) or timeout (False)."""
         try:
             await asyncio.wait_for(event.wait(), timeout)
@@ -186,15 +204,17 @@ class Dispatcher:
         return True
 
     async def wait(self, run_id: int, timeout: float | None) -> types.Run:
-        deadline = None if timeout is None else self.loop.time() + timeout
-        event = await asyncio.wait_for(self._subscribe(run_id), timeout)
+        try:
+            return await asyncio.wait_for(self._wait(run_id), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"run {run_id} did not end within {timeout:g} s") from None
+
+    async def _wait(self, run_id: int) -> types.Run:
+        event = await self._subscribe(run_id)
         try:
             run = await self._get_run(run_id, watch=True)
             while run.status not in SETTLED:
-                left = FALLBACK if deadline is None else deadline - self.loop.time()
-                if left <= 0:
-                    raise TimeoutError(f"run {run_id} is still {run.status}")
-                if not await self._woken(event, min(left, FALLBACK)) and left >= FALLBACK:
+                if not await self._woken(event, self._patience()):
                     self.polls += 1
                 run = await self._get_run(run_id)
             return run
@@ -219,7 +239,7 @@ class Dispatcher:
                     continue  # there may be more than one read's worth
                 if settled:
                     return
-                if not await self._woken(event, FALLBACK):
+                if not await self._woken(event, self._patience()):
                     self.polls += 1
                 run = await self._get_run(run_id)
         finally:
