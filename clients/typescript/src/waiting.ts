@@ -6,7 +6,8 @@
 // LISTEN: no wake-up is lost), and reads the run again on each notification.
 // A connection that broke is opened again at the next need; the watches are
 // made again on it (a watch lives as long as its session) and every wait
-// reads its run again. A slow poll (fallbackMs) reads the run in any case.
+// reads its run again. While the connection is away the waits read their
+// runs every fallbackMs; while it listens, only when notified.
 
 import pg from "pg";
 
@@ -16,7 +17,7 @@ import { Client, type OutputChunk, type Run } from "./client.js";
 const SETTLED = new Set(["succeeded", "failed", "cancelled", "waiting_for_user"]);
 
 export interface WaiterOptions {
-  /** Milliseconds between reads of a run no notification woke (30 000). */
+  /** Milliseconds between reads of a run while the connection is away (30 000). */
   fallbackMs?: number;
   /** Errors of the connection (it is opened again at the next need). */
   onError?: (error: unknown) => void;
@@ -54,7 +55,8 @@ export class Waiter {
       while (!SETTLED.has(run.status)) {
         const left = deadline - Date.now();
         if (left <= 0) throw new TimeoutError(`run ${runId} is still ${run.status}`);
-        if (!(await woken.next(Math.min(left, this.#fallbackMs))) && left >= this.#fallbackMs) this.polls++;
+        const patience = this.#patience(left);
+        if (!(await woken.next(patience)) && patience < left) this.polls++;
         run = await (await this.#client()).getRun(runId);
       }
       return run;
@@ -81,7 +83,7 @@ export class Waiter {
         }
         if (chunks.length > 0) continue;
         if (settled) return;
-        if (!(await woken.next(this.#fallbackMs))) this.polls++;
+        if (!(await woken.next(this.#patience(Infinity)))) this.polls++;
         run = await (await this.#client()).getRun(runId);
       }
     } finally {
@@ -95,6 +97,12 @@ export class Waiter {
     this.#raw = undefined;
     this.#session = undefined;
     if (raw !== undefined) await raw.end().catch(() => undefined);
+  }
+
+  /** How long a wait sleeps: until notified while the connection listens,
+   * at most fallbackMs while it is away. */
+  #patience(left: number): number {
+    return this.#raw !== undefined ? left : Math.min(left, this.#fallbackMs);
   }
 
   #wake(runId: bigint): void {
@@ -181,7 +189,7 @@ class Wakeups {
       return Promise.resolve(true);
     }
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
+      const timer = ms === Infinity ? undefined : setTimeout(() => {
         this.#resolve = undefined;
         resolve(false);
       }, ms);
