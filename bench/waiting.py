@@ -17,11 +17,12 @@ in one process (the client), against the server on this machine:
    p50 is given beside it).
 2. Streams. One WorkerPool (Slot((10,), runs)) runs --runs async handlers
    that each emit a chunk every 1 / --rate seconds for --seconds (the
-   chunk holds the time it was emitted), while the same process streams
-   every run (AsyncClient.stream). Reported: chunks stored per second,
-   reader lag (from ctx.emit to the reader getting the chunk) p50 / p99, and
-   CPU per 1,000 chunks: the server's (every server process alive at both
-   ends, /proc/<pid>/stat) and this process's (the pool and the readers).
+   chunk holds the time it was emitted), while another process streams
+   every run (AsyncClient.stream: one dispatcher). Reported: chunks stored
+   a second (from the first chunk's created_at to the last's), reader lag
+   (from ctx.emit to the reader getting the chunk) p50 / p99, and CPU per
+   1,000 chunks: the server's (each server process's at the end less at the
+   start, /proc/<pid>/stat), the pool's process's and the readers' process's.
 
 Uses RUNQ_DATABASE_URL, or starts the throwaway cluster with scripts/pg.
 """
@@ -29,12 +30,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import resource
 import subprocess
 import threading
 import time
 from datetime import timedelta
+from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +119,26 @@ def waits(url: str, runs: int, rate: float) -> list[str]:
             f"| the complete's own round trip, p50 | {pct(took, 0.5) * 1000:.1f} ms |"]
 
 
+def read_all(url: str, ids: list[int], results: Queue[tuple[list[float], int, float]]) -> None:
+    """The readers (a process of their own): every run's stream at once."""
+    lags: list[float] = []
+    got = 0
+    cpu = own_cpu()
+
+    async def main() -> None:
+        nonlocal got
+        async with AsyncClient.connect(url) as client:
+            async def one(run_id: int) -> None:
+                nonlocal got
+                async for chunk in client.stream(run_id):
+                    lags.append(time.time() - chunk.chunk["t"])
+                    got += 1
+            await asyncio.gather(*(one(r) for r in ids))
+
+    asyncio.run(main())
+    results.put(([pct(lags, 0.5), pct(lags, 0.99)], got, own_cpu() - cpu))
+
+
 def streams(url: str, runs: int, rate: float, seconds: float) -> list[str]:
     async def talker(ctx: AsyncRunContext) -> None:
         end = time.time() + seconds
@@ -126,42 +149,39 @@ def streams(url: str, runs: int, rate: float, seconds: float) -> list[str]:
 
     with Client.connect(url) as c:
         ids = [c.submit("bench", "bench.talk", priority=10).run_id for _ in range(runs)]
-    lags: list[float] = []
-    got = 0
-
-    async def read_all() -> None:
-        nonlocal got
-        async with AsyncClient.connect(url) as client:
-            async def one(run_id: int) -> None:
-                nonlocal got
-                async for chunk in client.stream(run_id):
-                    lags.append(time.time() - chunk.chunk["t"])
-                    got += 1
-            await asyncio.gather(*(one(r) for r in ids))
-
+    spawn = multiprocessing.get_context("spawn")  # no fork of this process's threads
+    results: Queue[tuple[list[float], int, float]] = spawn.Queue()
+    readers = spawn.Process(target=read_all, args=(url, ids, results), name="readers")
     with psycopg.connect(url, autocommit=True) as probe:
-        cpu0, own0, t0 = server_cpu(probe), own_cpu(), time.time()
+        cpu0, own0 = server_cpu(probe), own_cpu()
+        readers.start()
         pool = WorkerPool(url, {"bench.talk": talker}, [Slot((10,), runs)],
                           lease=timedelta(seconds=60), poll_interval=0.5, sweep_interval=None,
                           max_connections=4)
         pool.start()
         try:
-            asyncio.run(read_all())
+            [lag, got, reader_cpu] = results.get(timeout=seconds * 20 + 120)
+            # Before the pool's connections close: a backend's CPU goes with it.
+            cpu1, own1 = server_cpu(probe), own_cpu()
         finally:
             pool.stop()
             pool.join()
-        cpu1, own1, t1 = server_cpu(probe), own_cpu(), time.time()
-        [(stored,)] = probe.execute("SELECT count(*) FROM runq.run_output").fetchall()
-    server = sum(cpu1[p] - cpu0[p] for p in cpu1 if p in cpu0)
-    per = 1000 / max(stored, 1)
+            readers.join(30)
+        [(stored, span)] = probe.execute(
+            "SELECT count(*), extract(epoch FROM max(created_at) - min(created_at))"
+            " FROM runq.run_output").fetchall()
+    # A backend that connected meanwhile spent all its CPU in the window.
+    server = sum(cpu1[p] - cpu0.get(p, 0.0) for p in cpu1)
+    per = 1000 / max(stored, 1) * 1000  # ms per 1,000 chunks
     return [(f"| runs emitting at once, chunks a second each, seconds | {runs:,}, {rate:g}, "
              f"{seconds:g} |"),
-            f"| chunks stored a second (asked: {runs * rate:,.0f}) | {stored / (t1 - t0):,.0f} |",
+            (f"| chunks stored a second, first to last (asked: {runs * rate:,.0f}) | "
+             f"{stored / max(float(span), 1e-9):,.0f} |"),
             f"| chunks read (each run's, by one reader each) | {got:,} of {stored:,} |",
-            (f"| reader lag: emit -> read, p50 / p99 | {pct(lags, 0.5) * 1000:.0f} / "
-             f"{pct(lags, 0.99) * 1000:.0f} ms |"),
-            (f"| CPU per 1,000 chunks: server / this process (pool and readers) | "
-             f"{server * per * 1000:.0f} / {(own1 - own0) * per * 1000:.0f} ms |")]
+            (f"| reader lag: emit -> read, p50 / p99 | {lag[0] * 1000:.0f} / "
+             f"{lag[1] * 1000:.0f} ms |"),
+            (f"| CPU per 1,000 chunks: server / the pool's process / the readers' process | "
+             f"{server * per:.0f} / {(own1 - own0) * per:.0f} / {reader_cpu * per:.0f} ms |")]
 
 
 def main() -> int:

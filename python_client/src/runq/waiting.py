@@ -17,6 +17,12 @@ wait reads its run again, since notifications sent meanwhile were lost.
 While no connection listens (the server is away), the waits read their runs
 every FALLBACK seconds; while one does, a wait reads its run only when
 notified. The dispatcher counts the reads the fallback made (``polls``).
+
+A woken wait or stream reads its run's status, and a stream its new output
+too, in one statement (one snapshot: a status read as ended comes with the
+last of the output, since no chunk commits after the end); the reads of
+every wait woken meanwhile go in that same statement (READ below), so a
+thousand streams cost a statement a wake-up round, not one a stream.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
@@ -39,6 +46,22 @@ SETTLED = frozenset({"succeeded", "failed", "cancelled", "waiting_for_user"})
 FALLBACK = 30.0
 # Seconds between attempts to open a connection that broke.
 RECONNECT = 0.5
+# The most chunks one read returns for a run; a stream reads again at once
+# after a full one.
+PAGE = 1000
+
+# Each run's status and its output after a seq, for many runs in one
+# statement and one snapshot. after_seq NULL: the status only (no seq is after
+# the largest bigint).
+READ = """SELECT u.i, r.status, o.seq, o.epoch, o.chunk, o.created_at
+  FROM unnest(%(run_ids)s::bigint[], %(after)s::bigint[]) WITH ORDINALITY
+       AS u (run_id, after_seq, i)
+ CROSS JOIN LATERAL runq.get_run(u.run_id) AS r
+  LEFT JOIN LATERAL runq.read_output(u.run_id, coalesce(u.after_seq, 9223372036854775807),
+                                     %(page)s) AS o ON true
+ ORDER BY u.i, o.seq"""
+
+Reading = tuple[str, list[types.Chunk]]  # a run's status, its chunks read
 
 
 class Dispatcher:
@@ -57,6 +80,9 @@ class Dispatcher:
         self._calls: psycopg.AsyncConnection[Any] | None = None
         self._reconnects = 0
         self._one_call = asyncio.Lock()
+        # Reads asked for since the last READ went: (run_id, after_seq, answer).
+        self._asked: list[tuple[int, int | None, asyncio.Future[Reading]]] = []
+        self._reading: asyncio.Task[None] | None = None
         self._listening: asyncio.Event | None = None
         self._wanted: asyncio.Event | None = None  # some wait is registered
         thread = threading.Thread(target=self._serve, name="runq-wait", daemon=True)
@@ -166,9 +192,55 @@ class Dispatcher:
             return await self._call(lambda c: AsyncClient(c).watch(run_id))
         return await self._call(lambda c: AsyncClient(c).get_run(run_id))
 
-    async def _read(self, run_id: int, after_seq: int) -> list[types.Chunk]:
-        from runq.client import AsyncClient
-        return await self._call(lambda c: AsyncClient(c).read_output(run_id, after_seq))
+    async def _status_and_output(self, run_id: int, after_seq: int | None) -> Reading:
+        """The run's status and (after_seq given) its chunks after after_seq,
+        read with the other reads asked for meanwhile (READ)."""
+        answer: asyncio.Future[Reading] = self.loop.create_future()
+        self._asked.append((run_id, after_seq, answer))
+        if self._reading is None or self._reading.done():
+            self._reading = self.loop.create_task(self._read_asked())
+        return await answer
+
+    async def _read_asked(self) -> None:
+        while self._asked:
+            asked, self._asked = self._asked, []
+            try:
+                answered = await self._call(partial(self._read_many, asked=asked))
+            except Exception:
+                # One run spoiled the statement (purged: RQ003): each on its
+                # own, so that the error reaches its reader only.
+                for one in asked:
+                    try:
+                        alone = await self._call(partial(self._read_many, asked=[one]))
+                    except Exception as error:
+                        if not one[2].done():
+                            one[2].set_exception(error)
+                        continue
+                    self._answer([one], alone)
+                continue
+            self._answer(asked, answered)
+
+    @staticmethod
+    def _answer(asked: list[tuple[int, int | None, asyncio.Future[Reading]]],
+                answered: dict[int, Reading]) -> None:
+        for i, (_, _, answer) in enumerate(asked, 1):
+            if not answer.done():  # a wait that timed out meanwhile
+                answer.set_result(answered.get(i, ("", [])))
+
+    @staticmethod
+    async def _read_many(conn: psycopg.AsyncConnection[Any],
+                         asked: list[tuple[int, int | None, asyncio.Future[Reading]]]
+                         ) -> dict[int, Reading]:
+        from runq.client import _runq_errors
+        with _runq_errors():
+            cur = await conn.execute(READ, {"run_ids": [r for r, _, _ in asked],
+                                            "after": [a for _, a, _ in asked], "page": PAGE})
+            out: dict[int, Reading] = {}
+            for i, status, seq, epoch, chunk, created_at in await cur.fetchall():
+                _, chunks = out.setdefault(int(i), (status, []))
+                if seq is not None:
+                    chunks.append(types.Chunk(seq, epoch, chunk, created_at))
+            return out
 
     async def _subscribe(self, run_id: int) -> asyncio.Event:
         assert self._wanted is not None
@@ -213,35 +285,36 @@ class Dispatcher:
         event = await self._subscribe(run_id)
         try:
             run = await self._get_run(run_id, watch=True)
-            while run.status not in SETTLED:
+            if run.status in SETTLED:
+                return run
+            while True:
                 if not await self._woken(event, self._patience()):
                     self.polls += 1
-                run = await self._get_run(run_id)
-            return run
+                status, _ = await self._status_and_output(run_id, None)
+                if status in SETTLED:
+                    return await self._get_run(run_id)  # the whole run, as get_run reads it
         finally:
             await self._unsubscribe(run_id, event)
 
-    async def chunks(self, run_id: int, after_seq: int) -> AsyncGenerator[types.Chunk, None]:
-        """The run's chunks after after_seq as they come, until the run is
-        terminal or waits for its user. Its status is read before each read
-        of its output: no chunk commits after the run ends (runq.emit), so
-        the read after a settled status gets the last of them."""
+    async def chunks(self, run_id: int, after_seq: int
+                     ) -> AsyncGenerator[list[types.Chunk], None]:
+        """The run's chunks after after_seq as they come, a read's worth at a
+        time (one hop between loops a read, not a chunk), until the run is
+        terminal or waits for its user."""
         event = await self._subscribe(run_id)
         try:
-            run = await self._get_run(run_id, watch=True)
+            await self._get_run(run_id, watch=True)
             while True:
-                settled = run.status in SETTLED
-                got = await self._read(run_id, after_seq)
-                for chunk in got:
-                    after_seq = chunk.seq
-                    yield chunk
+                status, got = await self._status_and_output(run_id, after_seq)
                 if got:
-                    continue  # there may be more than one read's worth
-                if settled:
-                    return
+                    after_seq = got[-1].seq
+                    yield got
+                if len(got) == PAGE:
+                    continue  # there is more
+                if status in SETTLED:
+                    return  # read in one snapshot with its last chunk
                 if not await self._woken(event, self._patience()):
                     self.polls += 1
-                run = await self._get_run(run_id)
         finally:
             await self._unsubscribe(run_id, event)
 
@@ -259,34 +332,37 @@ def dispatcher(conninfo: str, kwargs: dict[str, Any]) -> Dispatcher:
         return found
 
 
-def iterate(d: Dispatcher, chunks: AsyncGenerator[types.Chunk, None]) -> Iterator[types.Chunk]:
+def iterate(d: Dispatcher, chunks: AsyncGenerator[list[types.Chunk], None]
+            ) -> Iterator[types.Chunk]:
     """Dispatcher.chunks from a thread that has no loop (Client.stream)."""
     try:
         while True:
             try:
-                yield d.run_sync(_step(chunks))
+                yield from d.run_sync(_step(chunks))
             except StopAsyncIteration:
                 return
     finally:
         d.run_sync(_close(chunks))
 
 
-async def aiterate(d: Dispatcher, chunks: AsyncGenerator[types.Chunk, None]
+async def aiterate(d: Dispatcher, chunks: AsyncGenerator[list[types.Chunk], None]
                    ) -> AsyncIterator[types.Chunk]:
     """Dispatcher.chunks from another loop (AsyncClient.stream)."""
     try:
         while True:
             try:
-                yield await d.run(_step(chunks))
+                got = await d.run(_step(chunks))
             except StopAsyncIteration:
                 return
+            for chunk in got:
+                yield chunk
     finally:
         await d.run(_close(chunks))
 
 
-async def _step(chunks: AsyncGenerator[types.Chunk, None]) -> types.Chunk:
+async def _step(chunks: AsyncGenerator[list[types.Chunk], None]) -> list[types.Chunk]:
     return await chunks.__anext__()
 
 
-async def _close(chunks: AsyncGenerator[types.Chunk, None]) -> None:
+async def _close(chunks: AsyncGenerator[list[types.Chunk], None]) -> None:
     await chunks.aclose()
