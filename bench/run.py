@@ -3,6 +3,9 @@
 
     bench/run.py          quick pass (reduced sizes, a few minutes)
     bench/run.py --full   the sizes of the performance table (docs/performance/)
+    bench/run.py --only cycle --rev 8388c13
+                          ... with runq's cycles as committed there beside the
+                          working tree's, interleaved (a before/after)
 
 Every figure is measured with pgbench (no client library in the way) and
 reported as a ratio to the ceiling (a single-row UPDATE by primary key) and
@@ -89,9 +92,12 @@ def with_db(url: str, db: str) -> str:
 
 
 class Bench:
-    def __init__(self, url: str, sizes: Sizes) -> None:
+    def __init__(self, url: str, sizes: Sizes, rev: str | None = None) -> None:
         self.admin = url
-        self.url = with_db(url, DB)
+        self.url = self.here = with_db(url, DB)
+        # rev: runq's SQL as committed there, in a database of its own on the
+        # same server, measured by the same scripts in turn with the tree's.
+        self.rev = rev
         self.sizes = sizes
 
     def psql(self, sql: str, url: str | None = None) -> str:
@@ -101,11 +107,27 @@ class Bench:
             check=True, capture_output=True, text=True).stdout.strip()
 
     def setup(self) -> None:
-        self.psql(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)", self.admin)
-        self.psql(f"CREATE DATABASE {DB}", self.admin)
-        subprocess.run([str(PGBIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", self.url,
-                        "-f", str(ROOT / "sql/runq.sql"), "-f", str(HERE / "references.sql")],
-                       check=True, capture_output=True)
+        schemas = {DB: (ROOT / "sql/runq.sql").read_text()}
+        if self.rev:
+            schemas[DB + "_rev"] = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{self.rev}:sql/runq.sql"],
+                check=True, capture_output=True, text=True).stdout
+        for db, schema in schemas.items():
+            self.psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", self.admin)
+            self.psql(f"CREATE DATABASE {db}", self.admin)
+            subprocess.run([str(PGBIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
+                            with_db(self.admin, db), "-f", "-", "-f", str(HERE / "references.sql")],
+                           input=schema, text=True, check=True, capture_output=True)
+
+    @contextmanager
+    def at(self, queue: str) -> Iterator[str]:
+        """A queue named name@rev is measured in the rev's database."""
+        name, _, rev = queue.partition("@")
+        self.url = with_db(self.admin, DB + "_rev") if rev else self.here
+        try:
+            yield name
+        finally:
+            self.url = self.here
 
     # -- fixtures ---------------------------------------------------------
 
@@ -187,7 +209,12 @@ class Bench:
         call of complete_and_claim a cycle, its rate counted in calls (a
         client's first call only claims). runq_batch and minq_batch: runs per
         second, claimed BATCH at a time and completed together (two
-        transactions for BATCH runs)."""
+        transactions for BATCH runs). queue@rev: the same in the rev's
+        database."""
+        with self.at(queue) as name:
+            return self._cycle_rate(name, clients, sync)
+
+    def _cycle_rate(self, queue: str, clients: int, sync: str) -> float:
         s = self.sizes
         self.reset()
         supply = 40_000 * s.seconds  # more runs than any queue and client count can use
@@ -582,6 +609,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, help="interleaved repetitions")
     ap.add_argument("--sweep-runs", type=int, help="queued runs behind each sweep (part cost)")
     ap.add_argument("--pairs", type=int, help="pairs of cycle measurements (part cost)")
+    ap.add_argument("--rev", help="part cycle: also runq's SQL as committed at this revision")
     opts = ap.parse_args()
     sizes = FULL if opts.full else QUICK
     overrides = (("backlog", opts.backlog), ("hold_seconds", opts.hold_seconds),
@@ -590,7 +618,7 @@ def main() -> None:
     sizes = dataclasses.replace(sizes, **{k: v for k, v in overrides if v is not None})
     only = set(opts.only.split(",")) if opts.only else set(PARTS)
 
-    bench = Bench(server_url(), sizes)
+    bench = Bench(server_url(), sizes, opts.rev)
     bench.setup()
     lines = [f"# runq benchmarks ({'full' if opts.full else 'quick'})", "",
              f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
@@ -601,14 +629,18 @@ def main() -> None:
              + (f" --hold-seconds {opts.hold_seconds}" if opts.hold_seconds else "")
              + (f" --seconds {opts.seconds}" if opts.seconds else "")
              + (f" --reps {opts.reps}" if opts.reps else "")
-             + (f" --sweep-runs {opts.sweep_runs}" if opts.sweep_runs else "") + "`", ""]
+             + (f" --sweep-runs {opts.sweep_runs}" if opts.sweep_runs else "")
+             + (f" --rev {opts.rev}" if opts.rev else "") + "`", ""]
 
     def say(line: str) -> None:
         print(line, flush=True)
         lines.append(line)
 
     if "cycle" in only:
-        queues = ("ceiling", "minq", "floor", "runq", "runq_one", "minq_batch", "runq_batch")
+        queues: tuple[str, ...] = ("ceiling", "minq", "floor", "runq", "runq_one", "minq_batch",
+                                   "runq_batch")
+        if opts.rev:
+            queues += ("runq@rev", "runq_one@rev")
         rates: dict[tuple[str, int, str], list[float]] = {}
         for _ in range(sizes.reps):  # interleaved: each rep measures everything once
             for sync in ("on", "off"):
@@ -649,6 +681,23 @@ def main() -> None:
                 say(f"| {sync} | {clients} | {m:,.0f} | {mb:,.0f} | {rb:,.0f}"
                     f" | **{rb / m:.2f}** | **{rb / mb:.2f}** |")
         say("")
+        if opts.rev:
+            say(f"### Before and after: runq at {opts.rev} and in the working tree")
+            say("")
+            say("Both measured in turn in each repetition, each in a database of its own on the"
+                " same server; ratios to the same minimal queue.")
+            say("")
+            say("| synchronous_commit | clients | runq / minimal, before | after"
+                " | one call / minimal, before | after | after / before (runq, one call) |")
+            say("|---|---:|---:|---:|---:|---:|---:|")
+            for sync in ("on", "off"):
+                for clients in sizes.clients:
+                    m, r, o, rr, ro = (statistics.median(rates[(q, clients, sync)])
+                                       for q in ("minq", "runq", "runq_one", "runq@rev",
+                                                 "runq_one@rev"))
+                    say(f"| {sync} | {clients} | {rr / m:.2f} | **{r / m:.2f}** | {ro / m:.2f}"
+                        f" | **{o / m:.2f}** | {r / rr:.2f}, {o / ro:.2f} |")
+            say("")
 
     def latency(title: str, measure: Callable[[bool], tuple[float, float]],
                 labels: tuple[str, str]) -> None:

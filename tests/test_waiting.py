@@ -12,9 +12,11 @@ AsyncClient twins. Real server; workers are other connections of the test.
       after the waits start, before, during and after their watches): ROUNDS
       rounds of 50 waits at once, each answered succeeded, most by a notification
       (Dispatcher.woken), none by the slow fallback poll (Dispatcher.polls
-      unchanged), all on the process's
-      two connections of the dispatcher. ROUNDS is small in make test; the
-      10,000-round form is test_no_lost_wake_up_race_long (marked once).
+      unchanged), all on the process's two connections of the dispatcher.
+      Every third round, the LISTEN connection is terminated at a random
+      offset among the completions too. ROUNDS is 6 in make test (300 waits,
+      2 drops); the 10,000-wait form is test_no_lost_wake_up_race_long
+      (marked once: 200 rounds, 66 drops).
   test_dropped_listen_connection
       the dispatcher's LISTEN connection is terminated (pg_terminate_backend)
       while 20 waits are pending, and the runs are completed while it is
@@ -99,25 +101,42 @@ def test_wait_answers_when_the_run_ends_or_waits(db_url: str) -> None:
 
 
 def race(db_url: str, rounds: int) -> None:
-    before, woken = polls(db_url), dispatcher(db_url, {}).woken
+    d = dispatcher(db_url, {})
+    before, woken, drops = d.polls, d.woken, 0
     with Client.connect(db_url) as c, Client.connect(db_url) as worker:
-        for _ in range(rounds):
+        for round_ in range(rounds):
             runs = claimed(c, 50, tenant="race")
+            # Not in the last round: the listener is back by the end.
+            drop = round_ % 3 == 1 and round_ < rounds - 1
+            if drop:  # the listener of the last drop is back before the next
+                assert d._listening is not None
+                for _ in range(100):
+                    if d._listening.is_set():
+                        break
+                    time.sleep(0.05)
             with ThreadPoolExecutor(50) as pool:
                 waits = [pool.submit(c.wait, r, 20) for r, _ in runs]
                 # Spread over the time the 50 watches take (one connection):
-                # some runs end before their watch, some during, most after.
-                offsets = [random.uniform(0, 0.1) for _ in runs]
+                # some runs end before their watch, some during, most after;
+                # in a drop round the listener goes among them.
+                ends: list[tuple[float, Callable[[], Any]]] = [
+                    (random.uniform(0, 0.1), lambda r=r, e=e: worker.complete(r, e))
+                    for r, e in runs]
+                if drop:
+                    ends.append((random.uniform(0, 0.1),
+                                 lambda: terminate(db_url, "runq-wait-listen")))
                 t0 = time.monotonic()
-                for (r, e), at in sorted(zip(runs, offsets, strict=True), key=lambda x: x[1]):
+                for at, end in sorted(ends, key=lambda x: x[0]):
                     delay = t0 + at - time.monotonic()
                     if delay > 0:
                         time.sleep(delay)
-                    assert worker.complete(r, e)
+                    assert end() is not False
+                drops += drop
                 assert [w.result(timeout=25).status for w in waits] == ["succeeded"] * 50
-    assert polls(db_url) == before, "a wait ended only through the fallback poll"
+    assert d.polls == before, "a wait ended only through the fallback poll"
+    assert drops == len(range(1, rounds - 1, 3))
     # Most waits were answered by a notification, not by their watch.
-    assert dispatcher(db_url, {}).woken - woken > rounds * 25
+    assert d.woken - woken > rounds * 25
     with psycopg.connect(db_url) as conn:
         [(n,)] = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname ="
                               " current_database() AND application_name LIKE 'runq-wait%'"
