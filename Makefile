@@ -110,5 +110,5 @@ pg-stop:
 $(STAMP): requirements-dev.txt python_client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --disable-pip-version-check -q -r requirements-dev.txt
-	$(VENV)/bin/pip install --disable-pip-version-check -q -e 'python_client[dev,dashboard]'
+	$(VENV)/bin/pip install --disable-pip-version-check -q -e 'python_client[dev,dashboard,pydantic-ai]'
 	touch $@

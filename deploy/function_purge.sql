@@ -28,7 +28,8 @@ SET LOCAL statement_timeout = '10s';
 -- finds fewer than max_runs has walked every run it keeps. Rows are taken
 -- FOR UPDATE SKIP LOCKED, so purges on several sessions split the work, and a
 -- failed run being redriven is left alone. The children go first in the same
--- statement: the foreign keys into runs are NO ACTION, checked at its end.
+-- statement: the foreign keys into runs are NO ACTION, checked at its end,
+-- but for the watches' and the model calls' (runq.model_calls), which cascade.
 --
 -- Two paths can meet a run while it is purged. A submit repeating its
 -- idempotency key: submit takes a key purged between its insert and its
@@ -43,7 +44,8 @@ SET LOCAL statement_timeout = '10s';
 --
 -- A run's usage totals (runq.run_usage) go with it.
 -- So does its output (runq.run_output): runq.emit writes only to a running
--- run, which this never takes; its watches go by their foreign key's cascade.
+-- run, which this never takes; its watches and its journaled model calls go
+-- by their foreign keys' cascade.
 -- runq.record_usage reads the run FOR KEY SHARE, so a purge skips a run
 -- whose usage is being recorded, and a record that waits for a purge finds
 -- no run (RQ003) instead of adding a row the purge did not see.
@@ -118,7 +120,7 @@ REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
-$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, output, watches, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, output, watches, checkpoints, inputs, tool calls, model calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).$c$;
 
 COMMIT;

@@ -13377,7 +13377,8 @@ SET LOCAL statement_timeout = '10s';
 -- finds fewer than max_runs has walked every run it keeps. Rows are taken
 -- FOR UPDATE SKIP LOCKED, so purges on several sessions split the work, and a
 -- failed run being redriven is left alone. The children go first in the same
--- statement: the foreign keys into runs are NO ACTION, checked at its end.
+-- statement: the foreign keys into runs are NO ACTION, checked at its end,
+-- but for the watches' and the model calls' (runq.model_calls), which cascade.
 --
 -- Two paths can meet a run while it is purged. A submit repeating its
 -- idempotency key: submit takes a key purged between its insert and its
@@ -13392,7 +13393,8 @@ SET LOCAL statement_timeout = '10s';
 --
 -- A run's usage totals (runq.run_usage) go with it.
 -- So does its output (runq.run_output): runq.emit writes only to a running
--- run, which this never takes; its watches go by their foreign key's cascade.
+-- run, which this never takes; its watches and its journaled model calls go
+-- by their foreign keys' cascade.
 -- runq.record_usage reads the run FOR KEY SHARE, so a purge skips a run
 -- whose usage is being recorded, and a record that waits for a purge finds
 -- no run (RQ003) instead of adding a row the purge did not see.
@@ -13467,7 +13469,233 @@ REVOKE ALL ON FUNCTION runq.purge(interval, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.purge(interval, integer, boolean) TO runq_admin;
 
 COMMENT ON FUNCTION runq.purge(interval, integer, boolean) IS
-$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, output, watches, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+$c$Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, output, watches, checkpoints, inputs, tool calls, model calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).$c$;
+
+COMMIT;
+
+-- ==== deploy/table_model_calls.sql ====
+
+-- Deploy runq:table_model_calls to pg
+-- requires: table_runs
+-- requires: domain_epoch
+-- Locks: none on existing tables (a new table; its foreign key takes SHARE
+-- ROW EXCLUSIVE on runq.runs for an instant, and scans nothing: the new
+-- table is empty).
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- The journal of a run's model requests (runq.record_model_call): request
+-- seq of the run as sent under an epoch, a hash of the request, the
+-- response and what it cost. A resumed attempt replays the responses whose
+-- writer held the run (applied) instead of paying for them again. One row
+-- per request, not a checkpoint per request: a checkpoint holds the whole
+-- conversation, so a 100-request run would write the history 100 times.
+-- A stale worker's rows are kept (applied false): what it spent is a fact.
+-- Written once per model request, so the foreign key's lookup costs nothing
+-- that matters, and runq.purge deletes the rows through its cascade.
+CREATE TABLE runq.model_calls (
+    run_id       bigint      NOT NULL REFERENCES runq.runs (run_id) ON DELETE CASCADE,
+    seq          bigint      NOT NULL CHECK (seq >= 1),
+    epoch        runq.epoch  NOT NULL,
+    applied      boolean     NOT NULL,
+    created_at   timestamptz NOT NULL,
+    request_hash text        NOT NULL CHECK (request_hash <> '' AND length(request_hash) <= 256),
+    response     jsonb       NOT NULL,
+    usage        jsonb,
+    PRIMARY KEY (run_id, seq, epoch)
+);
+
+-- Replay is unambiguous by construction: a request is applied under one
+-- epoch at most (record_model_call locks the run, so its writer held it at
+-- commit; a later epoch replays that row instead of sending the request).
+CREATE UNIQUE INDEX model_calls_applied_key ON runq.model_calls (run_id, seq) WHERE applied;
+
+COMMENT ON TABLE runq.model_calls IS
+    'The journal of runs'' model requests (runq.record_model_call): request seq of a run under an epoch, its hash, response and usage; applied when its writer held the run, so a resumed attempt replays it.';
+
+COMMIT;
+
+-- ==== deploy/function_record_model_call.sql ====
+
+-- Deploy runq:function_record_model_call to pg
+-- requires: table_model_calls
+-- requires: function_record_usage
+-- requires: function__refuse
+-- requires: argument_checks
+-- requires: argument_check_usage
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by an agent loop after each model request it sent, with what the
+-- model answered and what the request cost, in one transaction: a crash
+-- before it commits loses both (the request is sent again, its spend was
+-- never recorded), after it neither is lost.
+--
+-- The run's row is locked (NO KEY UPDATE, as runq.emit does) so the fence
+-- read here still holds at commit: a row is applied only if its writer held
+-- the run then, and a later claim comes after. A stale writer's row is kept
+-- (applied false), as its usage is (runq.record_usage): the spend happened.
+--
+-- Idempotent per (run, seq, epoch): a resend after a lost connection finds
+-- its row and records nothing twice, so a client need not ask what landed.
+-- A request seq already applied under another epoch is refused (RQ004) from
+-- a holder of the run: it should have been replayed. From a stale writer it
+-- is kept as what it spent, not applied.
+CREATE FUNCTION runq.record_model_call(run_id bigint, epoch bigint, seq bigint,
+                                       request_hash text, response jsonb,
+                                       usage jsonb DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql
+    VOLATILE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_held    boolean;
+    v_epoch   bigint;
+    v_applied bigint;
+    v_new     boolean;
+    v_hash    text;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    IF (CASE WHEN record_model_call.seq >= 1 THEN true
+             ELSE runq._bad_argument('seq', 'at least 1', record_model_call.seq) END)
+       AND (CASE WHEN record_model_call.request_hash <> '' AND length(record_model_call.request_hash) <= 256
+                 THEN true
+                 ELSE runq._bad_argument('request_hash', 'a non-empty text of at most 256 characters',
+                                         left(record_model_call.request_hash, 300)) END)
+       AND runq._check_jsonb('response', record_model_call.response)
+       AND runq._check_usage('usage', record_model_call.usage, true)
+       AND (CASE WHEN record_model_call.epoch IS NOT NULL THEN true
+                 ELSE runq._bad_argument('epoch', 'given', record_model_call.epoch) END) THEN
+    END IF;
+
+    SELECT r.status = 'running' AND r.lease_epoch = record_model_call.epoch, r.lease_epoch::bigint
+      INTO v_held, v_epoch
+      FROM runq.runs AS r
+     WHERE r.run_id = record_model_call.run_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        PERFORM runq._run_not_found(record_model_call.run_id);
+    END IF;
+    IF record_model_call.epoch NOT BETWEEN 1 AND v_epoch THEN
+        PERFORM runq._bad_argument('epoch',
+            CASE WHEN v_epoch = 0 THEN format('an epoch run %s was claimed with (it never was)',
+                                              record_model_call.run_id)
+                 ELSE format('an epoch run %s was claimed with, 1 to %s', record_model_call.run_id,
+                             v_epoch) END,
+            record_model_call.epoch);
+    END IF;
+
+    -- Request seq applied under another epoch is to be replayed, not sent:
+    -- a caller that sent it again did not read the journal.
+    SELECT m.epoch::bigint INTO v_applied
+      FROM runq.model_calls AS m
+     WHERE m.run_id = record_model_call.run_id AND m.seq = record_model_call.seq AND m.applied
+       AND m.epoch <> record_model_call.epoch;
+    IF FOUND AND v_held THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('model request %s of run %s was recorded under epoch %s already',
+                             record_model_call.seq, record_model_call.run_id, v_applied),
+            HINT = 'Replay the response runq.model_calls holds instead of sending the request again.';
+    END IF;
+
+    INSERT INTO runq.model_calls AS m (run_id, seq, epoch, applied, created_at, request_hash,
+                                       response, usage)
+    VALUES (record_model_call.run_id, record_model_call.seq, record_model_call.epoch, v_held,
+            clock_timestamp(), record_model_call.request_hash, record_model_call.response,
+            record_model_call.usage)
+        ON CONFLICT ON CONSTRAINT model_calls_pkey DO NOTHING
+    RETURNING true INTO v_new;
+    IF v_new IS NULL THEN
+        -- Sent before and committed: the same request, or the caller's bug.
+        SELECT m.request_hash INTO v_hash
+          FROM runq.model_calls AS m
+         WHERE m.run_id = record_model_call.run_id AND m.seq = record_model_call.seq
+           AND m.epoch = record_model_call.epoch;
+        IF v_hash <> record_model_call.request_hash THEN
+            RAISE EXCEPTION USING ERRCODE = 'RQ004',
+                MESSAGE = format('model request %s of run %s under epoch %s was recorded with'
+                                 ' another request_hash (%s)', record_model_call.seq,
+                                 record_model_call.run_id, record_model_call.epoch, v_hash),
+                HINT = 'Number each request of an attempt once.';
+        END IF;
+    END IF;
+
+    -- Refused first, so that the one run.fenced of this epoch names this call.
+    IF NOT v_held THEN
+        PERFORM runq._refuse(record_model_call.run_id, record_model_call.epoch,
+                             'record_model_call', false);
+    END IF;
+    IF v_new AND record_model_call.usage IS NOT NULL THEN
+        PERFORM runq.record_usage(record_model_call.run_id, record_model_call.epoch,
+                                  record_model_call.usage);
+    END IF;
+    RETURN v_held;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.record_model_call(bigint, bigint, bigint, text, jsonb, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.record_model_call(bigint, bigint, bigint, text, jsonb, jsonb)
+    TO runq_worker, runq_admin;
+
+COMMENT ON FUNCTION runq.record_model_call(bigint, bigint, bigint, text, jsonb, jsonb) IS
+$c$Journals model request seq (1, 2, 3, ... in the order the run's loop sends them) of the run, sent under epoch: a hash of the request, the response, and its usage, which is added to the run's totals as runq.record_usage adds it, in the same transaction. true when the run is running under epoch (the row is applied: a later attempt replays the response instead of sending the request); false when fenced (the row and the usage are kept, not applied; one run.fenced). Not stopped by a cancel flag, a deadline or the budget: the spend happened. Sent again for the same run, seq and epoch, it records nothing twice.
+Raises 22023 (NULL run_id, seq NULL or below 1, request_hash NULL, empty or over 256 characters, NULL response, usage that is not NULL or a non-empty object of non-negative numbers, NULL epoch or one the run never had), RQ003 (no such run), RQ004 (request seq was applied under another epoch, while the caller holds the run: replay it; or was recorded under this epoch with another request_hash).$c$;
+
+COMMIT;
+
+-- ==== deploy/function_model_calls.sql ====
+
+-- Deploy runq:function_model_calls to pg
+-- requires: table_model_calls
+-- requires: argument_checks
+-- requires: role_runq_worker
+-- requires: role_runq_admin
+-- requires: role_runq_observer
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by an agent loop once as an attempt starts after an earlier one
+-- (epoch above 1), to replay the responses journaled, and by operators.
+CREATE FUNCTION runq.model_calls(run_id bigint)
+    RETURNS TABLE (seq bigint, epoch bigint, applied boolean, request_hash text, response jsonb,
+                   usage jsonb, created_at timestamptz)
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT m.seq, m.epoch::bigint, m.applied, m.request_hash, m.response, m.usage, m.created_at
+      FROM runq.model_calls AS m
+     WHERE m.run_id = model_calls.run_id
+     ORDER BY m.seq, m.epoch;
+    IF NOT FOUND AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = model_calls.run_id) THEN
+        PERFORM runq._run_not_found(model_calls.run_id);
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.model_calls(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.model_calls(bigint) TO runq_worker, runq_admin, runq_observer;
+
+COMMENT ON FUNCTION runq.model_calls(bigint) IS
+$c$The run's journaled model requests (runq.record_model_call) in seq order, then epoch: seq, the epoch that sent it, applied (its writer held the run: replay it), the request's hash, the response, its usage, created_at. Not fenced: it reads.
+Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;

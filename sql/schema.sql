@@ -40,6 +40,9 @@
 --                          per run without gaps, under the epoch that wrote them.
 --   runq.watches           Which session watches which run (runq.watch); a run
 --                          with one has runs.watched set.
+--   runq.model_calls       The journal of runs' model requests
+--                          (runq.record_model_call): response and usage per
+--                          request and epoch; applied rows are replayed.
 --
 -- How a run flows (roles runq_client, runq_worker, runq_admin; runq_admin may
 -- call every function)
@@ -66,6 +69,9 @@
 --       calls that honour a cancel fail it instead (deadline_exceeded).
 --       runq.set_budget (admin) replaces a budget; runq.usage_report sums the
 --       ledger per tenant and kind.
+--       runq.record_model_call journals a model request's response and usage
+--       in one transaction; runq.model_calls reads the journal, which a later
+--       attempt replays instead of sending the requests again.
 --   A run's lease ends with one of:
 --       runq.complete -> succeeded;  runq.fail -> failed (the dead letter);
 --       runq.complete_and_claim completes it and claims the next in one call
@@ -2990,6 +2996,25 @@ $$;
 COMMENT ON FUNCTION runq.list_runs(status text, tenant_id text, kind text, before_run_id bigint, max_runs integer) IS 'Up to max_runs runs, newest first, with the columns of runq.get_run: those of a status, a tenant and a kind when given (each filter optional), and older than before_run_id when given (the next page: the last run_id of this one). Served by index ranges for every combination of filters, however many runs are stored.
 Raises 22023 (an unknown status, an empty or over-long tenant_id or kind, max_runs NULL or below 1).';
 
+CREATE FUNCTION runq.model_calls(run_id bigint) RETURNS TABLE(seq bigint, epoch bigint, applied boolean, request_hash text, response jsonb, usage jsonb, created_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT m.seq, m.epoch::bigint, m.applied, m.request_hash, m.response, m.usage, m.created_at
+      FROM runq.model_calls AS m
+     WHERE m.run_id = model_calls.run_id
+     ORDER BY m.seq, m.epoch;
+    IF NOT FOUND AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = model_calls.run_id) THEN
+        PERFORM runq._run_not_found(model_calls.run_id);
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION runq.model_calls(run_id bigint) IS 'The run''s journaled model requests (runq.record_model_call) in seq order, then epoch: seq, the epoch that sent it, applied (its writer held the run: replay it), the request''s hash, the response, its usage, created_at. Not fenced: it reads.
+Raises 22023 (NULL run_id), RQ003 (no such run).';
+
 CREATE FUNCTION runq.orphan_report(stale_after interval DEFAULT NULL::interval) RETURNS TABLE(lease_owner text, stale boolean, did_work boolean, runs bigint, oldest_heartbeat_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3127,7 +3152,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) IS 'Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, output, watches, checkpoints, inputs, tool calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
+COMMENT ON FUNCTION runq.purge(older_than interval, max_runs integer, include_failed boolean) IS 'Delete up to max_runs runs that finished more than older_than ago (succeeded and cancelled; failed too when include_failed, else the dead letter stays), lowest run_id (earliest submitted) first, with their events, usage totals, output, watches, checkpoints, inputs, tool calls, model calls and idempotency keys (a later submit with a purged key creates a new run). Returns how many runs it deleted: call it again until it returns fewer than max_runs. Runs locked by another session are skipped. A run.fenced event that a stale worker logs while its run is purged is deleted by the next purge.
 Raises 22023 (older_than NULL, negative or 1000 years or more, max_runs NULL or below 1, NULL include_failed).';
 
 CREATE FUNCTION runq.read_output(run_id bigint, after_seq bigint DEFAULT 0, max_chunks integer DEFAULT 1000) RETURNS TABLE(seq bigint, epoch bigint, chunk jsonb, created_at timestamp with time zone)
@@ -3156,6 +3181,99 @@ $$;
 
 COMMENT ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) IS 'The run''s output chunks (runq.emit) with seq > after_seq, in seq order, at most max_chunks: seq, the epoch that wrote it, the chunk, created_at. Read again after the last seq read: nothing is missed or seen twice. Output of an earlier epoch stays (the run started over from its checkpoint).
 Raises 22023 (max_chunks NULL or below 1, NULL after_seq), RQ003 (no such run).';
+
+CREATE FUNCTION runq.record_model_call(run_id bigint, epoch bigint, seq bigint, request_hash text, response jsonb, usage jsonb DEFAULT NULL::jsonb) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_held    boolean;
+    v_epoch   bigint;
+    v_applied bigint;
+    v_new     boolean;
+    v_hash    text;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks).
+    IF (CASE WHEN record_model_call.seq >= 1 THEN true
+             ELSE runq._bad_argument('seq', 'at least 1', record_model_call.seq) END)
+       AND (CASE WHEN record_model_call.request_hash <> '' AND length(record_model_call.request_hash) <= 256
+                 THEN true
+                 ELSE runq._bad_argument('request_hash', 'a non-empty text of at most 256 characters',
+                                         left(record_model_call.request_hash, 300)) END)
+       AND runq._check_jsonb('response', record_model_call.response)
+       AND runq._check_usage('usage', record_model_call.usage, true)
+       AND (CASE WHEN record_model_call.epoch IS NOT NULL THEN true
+                 ELSE runq._bad_argument('epoch', 'given', record_model_call.epoch) END) THEN
+    END IF;
+
+    SELECT r.status = 'running' AND r.lease_epoch = record_model_call.epoch, r.lease_epoch::bigint
+      INTO v_held, v_epoch
+      FROM runq.runs AS r
+     WHERE r.run_id = record_model_call.run_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        PERFORM runq._run_not_found(record_model_call.run_id);
+    END IF;
+    IF record_model_call.epoch NOT BETWEEN 1 AND v_epoch THEN
+        PERFORM runq._bad_argument('epoch',
+            CASE WHEN v_epoch = 0 THEN format('an epoch run %s was claimed with (it never was)',
+                                              record_model_call.run_id)
+                 ELSE format('an epoch run %s was claimed with, 1 to %s', record_model_call.run_id,
+                             v_epoch) END,
+            record_model_call.epoch);
+    END IF;
+
+    -- Request seq applied under another epoch is to be replayed, not sent:
+    -- a caller that sent it again did not read the journal.
+    SELECT m.epoch::bigint INTO v_applied
+      FROM runq.model_calls AS m
+     WHERE m.run_id = record_model_call.run_id AND m.seq = record_model_call.seq AND m.applied
+       AND m.epoch <> record_model_call.epoch;
+    IF FOUND AND v_held THEN
+        RAISE EXCEPTION USING ERRCODE = 'RQ004',
+            MESSAGE = format('model request %s of run %s was recorded under epoch %s already',
+                             record_model_call.seq, record_model_call.run_id, v_applied),
+            HINT = 'Replay the response runq.model_calls holds instead of sending the request again.';
+    END IF;
+
+    INSERT INTO runq.model_calls AS m (run_id, seq, epoch, applied, created_at, request_hash,
+                                       response, usage)
+    VALUES (record_model_call.run_id, record_model_call.seq, record_model_call.epoch, v_held,
+            clock_timestamp(), record_model_call.request_hash, record_model_call.response,
+            record_model_call.usage)
+        ON CONFLICT ON CONSTRAINT model_calls_pkey DO NOTHING
+    RETURNING true INTO v_new;
+    IF v_new IS NULL THEN
+        -- Sent before and committed: the same request, or the caller's bug.
+        SELECT m.request_hash INTO v_hash
+          FROM runq.model_calls AS m
+         WHERE m.run_id = record_model_call.run_id AND m.seq = record_model_call.seq
+           AND m.epoch = record_model_call.epoch;
+        IF v_hash <> record_model_call.request_hash THEN
+            RAISE EXCEPTION USING ERRCODE = 'RQ004',
+                MESSAGE = format('model request %s of run %s under epoch %s was recorded with'
+                                 ' another request_hash (%s)', record_model_call.seq,
+                                 record_model_call.run_id, record_model_call.epoch, v_hash),
+                HINT = 'Number each request of an attempt once.';
+        END IF;
+    END IF;
+
+    -- Refused first, so that the one run.fenced of this epoch names this call.
+    IF NOT v_held THEN
+        PERFORM runq._refuse(record_model_call.run_id, record_model_call.epoch,
+                             'record_model_call', false);
+    END IF;
+    IF v_new AND record_model_call.usage IS NOT NULL THEN
+        PERFORM runq.record_usage(record_model_call.run_id, record_model_call.epoch,
+                                  record_model_call.usage);
+    END IF;
+    RETURN v_held;
+END
+$$;
+
+COMMENT ON FUNCTION runq.record_model_call(run_id bigint, epoch bigint, seq bigint, request_hash text, response jsonb, usage jsonb) IS 'Journals model request seq (1, 2, 3, ... in the order the run''s loop sends them) of the run, sent under epoch: a hash of the request, the response, and its usage, which is added to the run''s totals as runq.record_usage adds it, in the same transaction. true when the run is running under epoch (the row is applied: a later attempt replays the response instead of sending the request); false when fenced (the row and the usage are kept, not applied; one run.fenced). Not stopped by a cancel flag, a deadline or the budget: the spend happened. Sent again for the same run, seq and epoch, it records nothing twice.
+Raises 22023 (NULL run_id, seq NULL or below 1, request_hash NULL, empty or over 256 characters, NULL response, usage that is not NULL or a non-empty object of non-negative numbers, NULL epoch or one the run never had), RQ003 (no such run), RQ004 (request seq was applied under another epoch, while the caller holds the run: replay it; or was recorded under this epoch with another request_hash).';
 
 CREATE FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -4152,6 +4270,21 @@ CREATE VIEW runq.limits AS
 
 COMMENT ON VIEW runq.limits IS 'The concurrency limits (key NULL: the default of the scope) with the running count of each keyed row.';
 
+CREATE TABLE runq.model_calls (
+    run_id bigint NOT NULL,
+    seq bigint NOT NULL,
+    epoch runq.epoch NOT NULL,
+    applied boolean NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    request_hash text NOT NULL,
+    response jsonb NOT NULL,
+    usage jsonb,
+    CONSTRAINT model_calls_request_hash_check CHECK (((request_hash <> ''::text) AND (length(request_hash) <= 256))),
+    CONSTRAINT model_calls_seq_check CHECK ((seq >= 1))
+);
+
+COMMENT ON TABLE runq.model_calls IS 'The journal of runs'' model requests (runq.record_model_call): request seq of a run under an epoch, its hash, response and usage; applied when its writer held the run, so a resumed attempt replays it.';
+
 CREATE TABLE runq.pause_settings (
     scope text NOT NULL,
     key text NOT NULL,
@@ -4356,6 +4489,9 @@ ALTER TABLE ONLY runq.limit_debts
 ALTER TABLE ONLY runq.limit_settings
     ADD CONSTRAINT limit_settings_key UNIQUE NULLS NOT DISTINCT (scope, key);
 
+ALTER TABLE ONLY runq.model_calls
+    ADD CONSTRAINT model_calls_pkey PRIMARY KEY (run_id, seq, epoch);
+
 ALTER TABLE ONLY runq.pause_settings
     ADD CONSTRAINT pause_settings_pkey PRIMARY KEY (scope, key);
 
@@ -4384,6 +4520,8 @@ ALTER TABLE ONLY runq.watches
     ADD CONSTRAINT watches_pkey PRIMARY KEY (run_id, pid, backend_start);
 
 CREATE INDEX idempotency_keys_run_idx ON runq.idempotency_keys USING btree (run_id);
+
+CREATE UNIQUE INDEX model_calls_applied_key ON runq.model_calls USING btree (run_id, seq) WHERE applied;
 
 CREATE INDEX run_events_created_idx ON runq.run_events USING brin (created_at) WITH (pages_per_range='32');
 
@@ -4437,6 +4575,9 @@ ALTER TABLE ONLY runq.idempotency_keys
 
 ALTER TABLE ONLY runq.inputs
     ADD CONSTRAINT inputs_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
+
+ALTER TABLE ONLY runq.model_calls
+    ADD CONSTRAINT model_calls_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY runq.run_usage
     ADD CONSTRAINT run_usage_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id) ON DELETE CASCADE;
@@ -4657,6 +4798,11 @@ REVOKE ALL ON FUNCTION runq.list_runs(status text, tenant_id text, kind text, be
 GRANT ALL ON FUNCTION runq.list_runs(status text, tenant_id text, kind text, before_run_id bigint, max_runs integer) TO runq_observer;
 GRANT ALL ON FUNCTION runq.list_runs(status text, tenant_id text, kind text, before_run_id bigint, max_runs integer) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.model_calls(run_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.model_calls(run_id bigint) TO runq_worker;
+GRANT ALL ON FUNCTION runq.model_calls(run_id bigint) TO runq_admin;
+GRANT ALL ON FUNCTION runq.model_calls(run_id bigint) TO runq_observer;
+
 REVOKE ALL ON FUNCTION runq.orphan_report(stale_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.orphan_report(stale_after interval) TO runq_admin;
 GRANT ALL ON FUNCTION runq.orphan_report(stale_after interval) TO runq_observer;
@@ -4672,6 +4818,10 @@ GRANT ALL ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chun
 GRANT ALL ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) TO runq_worker;
 GRANT ALL ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) TO runq_admin;
 GRANT ALL ON FUNCTION runq.read_output(run_id bigint, after_seq bigint, max_chunks integer) TO runq_observer;
+
+REVOKE ALL ON FUNCTION runq.record_model_call(run_id bigint, epoch bigint, seq bigint, request_hash text, response jsonb, usage jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.record_model_call(run_id bigint, epoch bigint, seq bigint, request_hash text, response jsonb, usage jsonb) TO runq_worker;
+GRANT ALL ON FUNCTION runq.record_model_call(run_id bigint, epoch bigint, seq bigint, request_hash text, response jsonb, usage jsonb) TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) TO runq_worker;

@@ -225,6 +225,12 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
                          ("chunks", "jsonb[]", "ARRAY['\"tok\"']::jsonb[]", False)]),
     ("record_usage", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
                                  ("usage", "jsonb", "'{\"cost_usd\": 0.0123, \"input_tokens\": 17}'", False)]),
+    ("record_model_call", "running", [
+        ("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+        ("seq", "bigint", "1", False), ("request_hash", "text", "'h1'", False),
+        ("response", "jsonb", "'{\"text\": \"hi\"}'", False),
+        ("usage", "jsonb", "'{\"input_tokens\": 9}'", True)]),  # NULL: nothing to add
+    ("model_calls", "queued", [("run_id", "bigint", "%(q)s", False)]),
     ("begin_tool", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
                                ("call_id", "text", "%(u)s", False), ("tool", "text", "'search'", False),
                                ("idempotency", "text", "'read_only'", False),

@@ -29,7 +29,7 @@ CALLS = [
     "set_limit", "limits", "pause", "resume", "pauses",
     "record_usage", "set_budget", "usage_report", "list_runs", "throughput", "recovery_totals",
     "create_schedule", "drop_schedule", "tick", "schedules",
-    "watch", "unwatch", "read_output", "emit",
+    "watch", "unwatch", "read_output", "emit", "record_model_call", "model_calls",
 ]
 # Not one query each (the shared dispatcher of runq.waiting): the same
 # names and signatures on both clients, awaited or iterated on AsyncClient.

@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(414);
+SELECT plan(433);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -12,7 +12,8 @@ SELECT has_schema('runq');
 SELECT tables_are('runq',
     ARRAY['settings', 'runs', 'run_events', 'idempotency_keys',
           'checkpoints', 'inputs', 'tool_calls', 'limit_settings', 'limit_debts',
-          'pause_settings', 'run_usage', 'schedule_settings', 'watches', 'run_output']);
+          'pause_settings', 'run_usage', 'schedule_settings', 'watches', 'run_output',
+          'model_calls']);
 SELECT sequences_are('runq',
     ARRAY['idle_mark', 'progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
@@ -64,6 +65,8 @@ SELECT columns_are('runq', 'pause_settings', ARRAY['scope', 'key', 'reason', 'pa
 SELECT columns_are('runq', 'run_usage', ARRAY['run_id', 'usage']);
 SELECT columns_are('runq', 'watches', ARRAY['run_id', 'pid', 'backend_start']);
 SELECT columns_are('runq', 'run_output', ARRAY['run_id', 'seq', 'epoch', 'created_at', 'chunk']);
+SELECT columns_are('runq', 'model_calls', ARRAY['run_id', 'seq', 'epoch', 'applied', 'created_at',
+                                                'request_hash', 'response', 'usage']);
 -- The composite types get_run and run_events return: the contract's columns.
 SELECT columns_are('runq', 'run_info',
     ARRAY['run_id', 'tenant_id', 'session_id', 'kind', 'status', 'priority', 'attempts',
@@ -125,6 +128,14 @@ INSERT INTO expected_columns VALUES
     ('run_output', 'epoch',          'bigint',                   true),
     ('run_output', 'created_at',     'timestamp with time zone', true),
     ('run_output', 'chunk',          'jsonb',                    true),
+    ('model_calls', 'run_id',        'bigint',                   true),
+    ('model_calls', 'seq',           'bigint',                   true),
+    ('model_calls', 'epoch',         'runq.epoch',               true),
+    ('model_calls', 'applied',       'boolean',                  true),
+    ('model_calls', 'created_at',    'timestamp with time zone', true),
+    ('model_calls', 'request_hash',  'text',                     true),
+    ('model_calls', 'response',      'jsonb',                    true),
+    ('model_calls', 'usage',         'jsonb',                    false),
     ('run_events', 'run_id',         'bigint',                   true),
     ('run_events', 'event_id',       'bigint',                   true),
     ('run_events', 'epoch',          'runq.epoch',                   true),
@@ -272,7 +283,8 @@ SELECT is(
     ('pause_settings', ARRAY['pause_settings_scope_check']),
     ('run_usage', ARRAY[]::text[]),
     ('watches', ARRAY[]::text[]),
-    ('run_output', ARRAY[]::text[])
+    ('run_output', ARRAY[]::text[]),
+    ('model_calls', ARRAY['model_calls_request_hash_check', 'model_calls_seq_check'])
   ) AS v(tbl, checks);
 -- runs' one CHECK casts each row's shape to a domain that carries the five
 -- run-state invariants (a domain's constraints are cached per session; a
@@ -311,6 +323,8 @@ SELECT indexes_are('runq', 'watches', ARRAY['watches_pkey']);
 -- The output's key is its only index: a reader reads a range of it, and a
 -- chunk costs one index entry.
 SELECT indexes_are('runq', 'run_output', ARRAY['run_output_pkey']);
+-- The journal's key, and the one applied row a request may have.
+SELECT indexes_are('runq', 'model_calls', ARRAY['model_calls_pkey', 'model_calls_applied_key']);
 
 SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, idx || ' is defined as designed')
   FROM (VALUES

@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(256);
+SELECT plan(268);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -38,6 +38,12 @@ INSERT INTO contract VALUES
      'payload jsonb, attempt integer, checkpoint jsonb, inputs jsonb, resumed boolean, '
      'lease_expires_at timestamp with time zone, deadline timestamp with time zone, budget jsonb, usage jsonb)'),
     ('heartbeat', ARRAY['bigint', 'bigint'], 'run_id bigint, epoch bigint', 'boolean'),
+    ('record_model_call', ARRAY['bigint', 'bigint', 'bigint', 'text', 'jsonb', 'jsonb'],
+     'run_id bigint, epoch bigint, seq bigint, request_hash text, response jsonb, usage jsonb DEFAULT NULL::jsonb',
+     'boolean'),
+    ('model_calls', ARRAY['bigint'], 'run_id bigint',
+     'TABLE(seq bigint, epoch bigint, applied boolean, request_hash text, response jsonb, usage jsonb, '
+     'created_at timestamp with time zone)'),
     ('complete', ARRAY['bigint', 'bigint', 'jsonb'],
      'run_id bigint, epoch bigint, result jsonb DEFAULT NULL::jsonb', 'boolean'),
     ('fail', ARRAY['bigint', 'bigint', 'jsonb'], 'run_id bigint, epoch bigint, failure jsonb', 'boolean'),

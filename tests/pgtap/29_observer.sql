@@ -22,7 +22,7 @@
 -- of an expired lease. Classes 2900..2999; tenants, kinds, workers and
 -- schedules named ob-*.
 BEGIN;
-SELECT plan(236);
+SELECT plan(242);
 
 \ir helpers/recovery.sql
 
@@ -114,8 +114,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                    AND pg_catalog.has_function_privilege('runq_observer', p.oid, 'EXECUTE')
                  ORDER BY 1),
           ARRAY['runq.dead_letter(integer)', 'runq.get_run(bigint)',
-                'runq.list_runs(text,text,text,bigint,integer)', 'runq.orphan_report(interval)',
-                'runq.read_output(bigint,bigint,integer)',
+                'runq.list_runs(text,text,text,bigint,integer)', 'runq.model_calls(bigint)',
+                'runq.orphan_report(interval)', 'runq.read_output(bigint,bigint,integer)',
                 'runq.recovery_totals()', 'runq.run_events(bigint)',
                 'runq.throughput(timestamp with time zone)', 'runq.tool_calls(bigint)',
                 'runq.usage_report(timestamp with time zone,timestamp with time zone)'],

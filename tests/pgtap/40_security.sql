@@ -27,7 +27,7 @@
 -- clause, so the statement it runs is parsed under the hostile path.
 -- Classes 4000..4099.
 BEGIN;
-SELECT plan(147);
+SELECT plan(151);
 
 -- ---------------------------------------------------------------------------
 -- 1. Privileges on every relation of the schema (catalog-driven)
@@ -41,13 +41,14 @@ SELECT is(ARRAY(SELECT c.relname::text || ':' || c.relkind::text FROM pg_catalog
                    AND c.relkind NOT IN ('i', 'c', 'I', 't')   -- indexes, composite types, TOAST
                  ORDER BY 1),
           ARRAY['checkpoints:r', 'idempotency_keys:r', 'idle_mark:S', 'inputs:r', 'limit_debts:r',
-                'limit_settings:r', 'limits:v', 'pause_settings:r', 'pauses:v', 'progress_seq:S',
+                'limit_settings:r', 'limits:v', 'model_calls:r', 'pause_settings:r', 'pauses:v',
+                'progress_seq:S',
                 'queue_stats:v', 'run_events:r', 'run_events_event_id_seq:S', 'run_output:r',
                 'run_usage:r', 'runs:r', 'runs_run_id_seq:S', 'schedule_settings:r', 'schedules:v',
                 'settings:r', 'tool_calls:r', 'watches:r'],
           'runq holds these tables, views and sequences (a new one must be added to the plan count)');
 
--- 18 tables and views x 4 grantees = 72 tests. The four views are
+-- 19 tables and views x 4 grantees = 76 tests. The four views are
 -- runq_admin's to read; nothing else is anyone's.
 CREATE TEMP TABLE admin_views (relname name) ON COMMIT DROP;
 INSERT INTO admin_views VALUES ('queue_stats'), ('limits'), ('pauses'), ('schedules');

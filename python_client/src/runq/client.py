@@ -618,6 +618,23 @@ class _Calls(Generic[Conn, Pool]):
         return _value(bool, "record_usage",
                       {"run_id": run_id, "epoch": epoch, "usage": _jsonb(usage)})
 
+    @_Call
+    def record_model_call(self, run_id: int, epoch: int, seq: int, request_hash: str,
+                          response: Any, usage: Mapping[str, int | float | Decimal] | None = None
+                          ) -> _Query[bool]:
+        """runq.record_model_call: journal model request seq (1, 2, ...) of
+        the run, its response and usage (added to the totals as
+        record_usage adds it), in one transaction. False when fenced (kept,
+        not replayed). Sent again, it records nothing twice."""
+        return _value(bool, "record_model_call", {
+            "run_id": run_id, "epoch": epoch, "seq": seq, "request_hash": request_hash,
+            "response": _jsonb(response)}, {"usage": _jsonb(usage) if usage is not None else None})
+
+    @_Call
+    def model_calls(self, run_id: int) -> _Query[list[types.ModelCall]]:
+        """runq.model_calls: the run's journaled model requests."""
+        return _rows(types.ModelCall, "model_calls", {"run_id": run_id})
+
     # -- operators ----------------------------------------------------------
 
     @_Call

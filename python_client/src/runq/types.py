@@ -162,6 +162,20 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ModelCall:
+    """One row of runq.model_calls: applied when its writer held the run
+    (a later attempt replays response instead of sending the request)."""
+
+    seq: int
+    epoch: int
+    applied: bool
+    request_hash: str
+    response: Any
+    usage: dict[str, Decimal] | None = field(metadata=EXACT)
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class SweepAction:
     """One row of runq.sweep: requeued, dead_lettered, orphaned, cancelled or expired."""
 

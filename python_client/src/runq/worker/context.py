@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from runq.client import AsyncClient
 from runq.errors import RunStopped
-from runq.types import ClaimedRun, ToolCall
+from runq.types import ClaimedRun, ModelCall, ToolCall
 from runq.worker.links import on_client
 from runq.worker.state import RunState
 
@@ -81,6 +81,21 @@ class AsyncRunContext:
         Raises InvalidArgument for usage runq refuses, RunStopped only when
         the run no longer exists (nothing could be recorded)."""
         return await self._writes.record_usage(self._state, usage)
+
+    async def record_model_call(self, seq: int, request_hash: str, response: Any,
+                                usage: Mapping[str, int | float | Decimal] | None = None) -> bool:
+        """Journal model request seq (1, 2, ... in the order this run's loop
+        sends them), its response and what it cost, after it
+        (runq.record_model_call): the usage is added to the run's totals in
+        the same transaction. Sent as record_usage is, even once the run is
+        no longer ours: True while it is (a later attempt replays response),
+        False when not (the run is then stopped)."""
+        return await self._writes.record_model_call(self._state, seq, request_hash, response,
+                                                    usage)
+
+    async def model_calls(self) -> list[ModelCall]:
+        """The run's journaled model requests (runq.model_calls)."""
+        return await self._writes.db.persist(on_client(lambda c: c.model_calls(self.run_id)))
 
     async def emit(self, chunk: Any) -> None:
         """Append chunk (a JSON value: a token, a progress note) to the run's
@@ -185,6 +200,13 @@ class RunContext:
             call.close()
             raise RunStopped(f"run {self.run_id}: the pool has stopped", "pool_stopped") from None
         return future.result()
+
+    def record_model_call(self, seq: int, request_hash: str, response: Any,
+                          usage: Mapping[str, int | float | Decimal] | None = None) -> bool:
+        return self._wait(self._async.record_model_call(seq, request_hash, response, usage))
+
+    def model_calls(self) -> list[ModelCall]:
+        return self._wait(self._async.model_calls())
 
     def emit(self, chunk: Any) -> None:
         """AsyncRunContext.emit, from the handler's thread."""

@@ -92,6 +92,23 @@ class Writes:
             return "fenced", None
         return stop_reason(run, state.epoch)
 
+    async def record_model_call(self, state: RunState, seq: int, request_hash: str,
+                                response: Any, usage: Mapping[str, Any] | None) -> bool:
+        """runq.record_model_call under the run's epoch, whatever the run's
+        state, as record_usage is sent; it is idempotent, so a call lost with
+        its connection is simply sent again."""
+        try:
+            ours = await self.db.persist(on_client(lambda c: c.record_model_call(
+                state.run_id, state.epoch, seq, request_hash, response, usage)))
+        except RunNotFound:
+            state.stop()
+            state.reason = "not_found"
+            raise RunStopped(f"run {state.run_id} no longer exists: its model call was not"
+                             " recorded", "not_found") from None
+        if not ours and not state.closed:
+            self.core.stop_run(state)
+        return ours
+
     async def record_usage(self, state: RunState, usage: Mapping[str, Any]) -> bool:
         """runq.record_usage under the run's epoch, whatever the run's state:
         see AsyncRunContext.record_usage."""

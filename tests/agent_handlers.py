@@ -1,0 +1,186 @@
+"""The agent the worker processes of tests/test_agents.py run
+(``python -m runq.pool agent_handlers ...`` with tests/ on PYTHONPATH): a
+pydantic-ai agent on runq (runq.agents.pydantic_ai), its model a scripted
+FunctionModel, its tools writing what they do to tables of their own.
+
+The script, by how many responses the history holds:
+
+  1. call ``search`` (read_only);
+  2. call ``send`` (non_idempotent; with ``approve`` in the payload it
+     needs approval: a deferred tool);
+  3. answer "done: <what send returned>" (the unknown-outcome text when
+     the model was told so).
+
+Each request the model gets is a row of agent_requests (run, the step it
+answers, the epoch of the attempt, the pid), each effect of a tool a row of
+agent_effects, written on a connection of their own and committed at once:
+what was sent and done, whatever becomes of the run. Each request uses 100
+input tokens per step and 10 output tokens, priced by PRICES.
+
+RUNQ_AGENT_FAULT makes the process kill itself (SIGKILL) or stop itself
+(SIGSTOP) at one point: ``before_record:N`` (model response N came, its
+record not sent), ``after_record:N`` (recorded), ``in_tool:NAME`` (the
+tool's effect committed, end_tool not sent), ``after_tool:NAME`` (end_tool
+committed), ``stop_in_tool:NAME`` (SIGSTOP where in_tool kills).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import (
+    AgentInfo,
+    DeltaToolCall,
+    DeltaToolCalls,
+    FunctionModel,
+)
+from pydantic_ai.usage import RequestUsage
+from runq.agents.pydantic_ai import RunqDurability, durable
+from runq.pool import AsyncRunContext
+
+PRICES = {"scripted": {"input_tokens": Decimal("0.000003"), "output_tokens": Decimal("0.000015")}}
+FAULT = os.environ.get("RUNQ_AGENT_FAULT", "")
+_db: psycopg.Connection[Any] | None = None
+_attempt: tuple[int, int] = (0, 0)  # (run_id, epoch) of the run this process works on
+
+
+def db() -> psycopg.Connection[Any]:
+    global _db
+    if _db is None:
+        _db = psycopg.connect(os.environ["RUNQ_AGENT_DB"], autocommit=True)
+    return _db
+
+
+def fault(point: str) -> None:
+    if FAULT == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if FAULT == "stop_" + point:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def step_of(messages: list[ModelMessage]) -> int:
+    return 1 + sum(isinstance(m, ModelResponse) for m in messages)
+
+
+def returned(messages: list[ModelMessage], tool: str) -> str:
+    for m in messages:
+        for p in getattr(m, "parts", []):
+            if isinstance(p, ToolReturnPart) and p.tool_name == tool:
+                return str(p.content)
+    return "nothing"
+
+
+def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    step = step_of(messages)
+    run_id, epoch = _attempt
+    db().execute("INSERT INTO agent_requests (run_id, step, epoch, pid) VALUES (%s, %s, %s, %s)",
+                 [run_id, step, epoch, os.getpid()])
+    parts: list[Any]
+    if step == 1:
+        parts = [ToolCallPart("search", {"q": "weather"}, tool_call_id="c-search")]
+    elif step == 2:
+        parts = [ToolCallPart("send", {"to": "ann", "text": returned(messages, "search")},
+                              tool_call_id="c-send")]
+    else:
+        parts = [TextPart(f"done: {returned(messages, 'send')}")]
+    return ModelResponse(parts=parts, model_name="scripted",
+                         usage=RequestUsage(input_tokens=100 * step, output_tokens=10))
+
+
+async def stream(messages: list[ModelMessage], info: AgentInfo
+                 ) -> AsyncIterator[str | DeltaToolCalls]:
+    response = script(messages, info)
+    for i, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            words = part.content.split(" ")
+            for i_word, word in enumerate(words):
+                yield word if i_word == 0 else " " + word
+        elif isinstance(part, ToolCallPart):
+            yield {i: DeltaToolCall(part.tool_name, json.dumps(part.args),
+                                    tool_call_id=part.tool_call_id)}
+
+
+def effect(tool: str, what: str) -> None:
+    run_id, epoch = _attempt
+    db().execute("INSERT INTO agent_effects (run_id, tool, epoch, pid, what)"
+                 " VALUES (%s, %s, %s, %s, %s)", [run_id, tool, epoch, os.getpid(), what])
+
+
+def make_agent(approve: bool) -> Agent[None, Any]:
+    agent: Agent[None, Any] = Agent(
+        FunctionModel(script, stream_function=stream, model_name="scripted"),
+        name="scripted", output_type=[str, DeferredToolRequests],
+        capabilities=[RunqDurability(prices=PRICES)])
+
+    @agent.tool_plain(metadata={"runq": {"idempotency": "read_only"}})
+    def search(q: str) -> str:
+        effect("search", q)
+        fault("in_tool:search")
+        return f"sunny ({q})"
+
+    @agent.tool_plain(requires_approval=approve)  # non_idempotent: the default
+    def send(to: str, text: str) -> str:
+        effect("send", f"{to}: {text}")
+        fault("in_tool:send")
+        return f"sent to {to}"
+
+    return agent
+
+
+AGENTS = {False: make_agent(False), True: make_agent(True)}
+
+
+def faulty(ctx: AsyncRunContext) -> None:
+    """ctx's writes with the RUNQ_AGENT_FAULT points around them."""
+    record, end_tool = ctx.record_model_call, ctx.end_tool
+
+    async def record_model_call(seq: int, *args: Any, **kwargs: Any) -> bool:
+        fault(f"before_record:{seq}")
+        ours = await record(seq, *args, **kwargs)
+        fault(f"after_record:{seq}")
+        return ours
+
+    async def end(call_id: str, outcome: Any) -> None:
+        await end_tool(call_id, outcome)
+        fault(f"after_tool:{call_id.removeprefix('c-')}")
+
+    ctx.record_model_call = record_model_call  # type: ignore[method-assign]
+    ctx.end_tool = end  # type: ignore[method-assign]
+
+
+async def agent(ctx: AsyncRunContext) -> None:
+    global _attempt
+    _attempt = (ctx.run_id, ctx.epoch)
+    faulty(ctx)
+    payload = ctx.run.payload
+    approve = bool(payload.get("approve"))
+    with durable(ctx):
+        result = await AGENTS[approve].run(payload["prompt"])
+        if isinstance(result.output, DeferredToolRequests):
+            answers = [i for i in ctx.run.inputs if isinstance(i, dict) and "approve" in i]
+            if not answers:
+                await ctx.ask_user({"approve": [c.tool_call_id for c in result.output.approvals]})
+                return
+            approvals = {c.tool_call_id: bool(answers[-1]["approve"])
+                         for c in result.output.approvals}
+            result = await AGENTS[approve].run(
+                message_history=result.all_messages(),
+                deferred_tool_results=DeferredToolResults(approvals=approvals))
+    await ctx.complete({"answer": result.output})
+
+
+HANDLERS = {"agent.scripted": agent}
