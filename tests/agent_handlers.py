@@ -22,6 +22,7 @@ RUNQ_AGENT_FAULT makes the process kill itself (SIGKILL) or stop itself
 record not sent), ``after_record:N`` (recorded), ``in_tool:NAME`` (the
 tool's effect committed, end_tool not sent), ``after_tool:NAME`` (end_tool
 committed), ``stop_in_tool:NAME`` (SIGSTOP where in_tool kills).
+RUNQ_AGENT_INSTRUCTIONS gives the agent instructions (its code changed).
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ def make_agent(approve: bool) -> Agent[None, Any]:
     agent: Agent[None, Any] = Agent(
         FunctionModel(script, stream_function=stream, model_name="scripted"),
         name="scripted", output_type=[str, DeferredToolRequests],
+        instructions=os.environ.get("RUNQ_AGENT_INSTRUCTIONS") or None,
         capabilities=[RunqDurability(prices=PRICES)])
 
     @agent.tool_plain(metadata={"runq": {"idempotency": "read_only"}})

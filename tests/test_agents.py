@@ -16,10 +16,15 @@ answer, its model a scripted FunctionModel) run by real worker processes
                           again, and the model is told its outcome is unknown;
         after_tool:send - end_tool committed: the outcome is reused.
       Each time: send's body ran at most once (its own table), every request
-      sent before the last recorded one was sent once, the ledger's totals
+      sent before the last recorded one was sent once, a turn counted for each
+      request sent and none for one replayed, the ledger's totals
       equal the usage of the journaled requests (killed attempt's included)
       priced exactly, the run succeeded with the answer the script gives, and
       the output the second epoch emitted reads as that answer.
+  test_a_changed_request_is_not_replayed
+      the second worker's agent has instructions the first's had not: its
+      first request differs from the journaled one, so the run fails with
+      replay_diverged (request 1, epoch 1), and nothing is sent or run.
   test_stale_worker_stops_at_its_first_refused_write
       a worker stopped (SIGSTOP) inside search while the sweep takes its run
       and a second worker finishes it; resumed (SIGCONT), it sends no
@@ -64,8 +69,10 @@ def tables(db_url: str) -> str:
     return db_url
 
 
-def spawn(db_url: str, tmp_path: Path, name: str, fault: str = "") -> subprocess.Popen[bytes]:
+def spawn(db_url: str, tmp_path: Path, name: str, fault: str = "",
+          instructions: str = "") -> subprocess.Popen[bytes]:
     env = {**os.environ, "RUNQ_AGENT_DB": db_url, "RUNQ_AGENT_FAULT": fault,
+           "RUNQ_AGENT_INSTRUCTIONS": instructions,
            "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).parent),
                                                      os.environ.get("PYTHONPATH")) if p)}
     with open(tmp_path / f"{name}.log", "wb") as log:
@@ -93,8 +100,8 @@ def sweep_after_lease(c: Client, run_id: int) -> None:
     assert run_id in [a.run_id for a in c.sweep() if a.action == "requeued"]
 
 
-def finish(c: Client, db_url: str, tmp_path: Path, run_id: int) -> Any:
-    worker = spawn(db_url, tmp_path, "w2")
+def finish(c: Client, db_url: str, tmp_path: Path, run_id: int, instructions: str = "") -> Any:
+    worker = spawn(db_url, tmp_path, "w2", instructions=instructions)
     try:
         return c.wait(run_id, timeout=60)
     finally:
@@ -145,6 +152,9 @@ def test_killed_worker_resumes(tables: str, tmp_path: Path, fault: str, answer: 
         assert all((s, 1) not in recorded for s in again)
         assert again == ({2} if fault == "before_record:2" else set())
         assert set(sent) - recorded == {(s, 1) for s in again}
+        # A replayed request counts no turn: one run.turn_started per request sent.
+        turns = Counter(e.epoch for e in c.run_events(run_id) if e.type == "run.turn_started")
+        assert turns == Counter(e for _, e in sent)
         # The ledger: every journaled request's usage (the killed attempt's
         # too), once, priced exactly.
         assert run.usage == ledger(c, run_id)
@@ -152,6 +162,23 @@ def test_killed_worker_resumes(tables: str, tmp_path: Path, fault: str, answer: 
         # Streamed (or replayed) text, as output of the epoch that finished.
         chunks = c.read_output(run_id)
         assert "".join(ch.chunk for ch in chunks if ch.epoch == 2) == answer
+
+
+def test_a_changed_request_is_not_replayed(tables: str, tmp_path: Path) -> None:
+    db_url = tables
+    with Client.connect(db_url) as c:
+        run_id = c.submit("ag", KIND, {"prompt": "weather for ann"}, priority=0).run_id
+        first = spawn(db_url, tmp_path, "w1", "after_record:2")
+        assert first.wait(timeout=60) == -signal.SIGKILL, (tmp_path / "w1.log").read_text()
+        sweep_after_lease(c, run_id)
+        run = finish(c, db_url, tmp_path, run_id, instructions="Answer in French.")
+        assert run.status == "failed" and run.failure is not None, run
+        assert run.failure["code"] == "replay_diverged"
+        assert (run.failure["seq"], run.failure["journaled_epoch"]) == (1, 1)
+        # Nothing was sent or run under the new epoch.
+        assert rows(db_url, "SELECT step, epoch FROM agent_requests ORDER BY step") == [(1, 1),
+                                                                                     (2, 1)]
+        assert rows(db_url, "SELECT tool, epoch FROM agent_effects") == [("search", 1)]
 
 
 def test_stale_worker_stops_at_its_first_refused_write(tables: str, tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ class Journal:
                     "replay_diverged",
                     f"model request {self.seq} differs from the one an earlier attempt sent"
                     " (the agent's code or prompt changed): its response is not replayed",
-                    seq=self.seq, epoch=earlier.epoch)
+                    seq=self.seq, journaled_epoch=earlier.epoch)
                 raise RunStopped(f"run {self.ctx.run_id}: model request {self.seq} diverged",
                                  "finished")
             self.replayed += 1
