@@ -11,8 +11,10 @@ Then it starts three worker processes (``python -m runq.pool demo_handlers``,
 the handlers in demo/demo_handlers.py) and, step by step, submits runs, kills
 one worker with SIGKILL, freezes another with SIGSTOP, answers a question,
 resubmits with an idempotency key, exhausts a run's attempts and redrives it,
-and kills the worker of a run with a budget, whose resumed attempt goes on
-spending until the budget stops it.
+kills the worker of a run with a budget, whose resumed attempt goes on
+spending until the budget stops it, and kills (after starting a fourth
+worker) the worker of a durable pydantic-ai agent inside a non-idempotent
+tool call, whose resumed attempt replays its journal and finishes.
 For each step it prints the guarantee, the runs' event timelines from
 ``runq.run_events`` (``type@epoch``, the ``run.`` prefix dropped) and checks
 the evidence: exit 0 when every check holds, 1 when one does not, 2 on a usage
@@ -44,6 +46,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from runq.agents.journal import UNKNOWN_OUTCOME
 from runq.cli import table
 from runq.client import Client
 from runq.errors import IdempotencyConflict
@@ -164,27 +167,33 @@ class Demo:
 
     # -- workers ----------------------------------------------------------------------
 
-    def start_workers(self) -> None:
+    def start_workers(self, *names: str) -> None:
+        """Start worker processes (the demo's three when no name is given)
+        and wait until every live one is connected and listening."""
         env = {**os.environ, "RUNQ_DATABASE_URL": self.url}
-        for name in WORKERS:
+        started = names or WORKERS
+        for name in started:
             with open(self.logdir / f"{name}.log", "wb") as log:
                 # runq.pool imports the handlers' module from its working directory
                 self.workers[name] = subprocess.Popen(
                     [sys.executable, "-m", "runq.pool", "demo_handlers", *WORKER_ARGS,
                      "--worker-id", name], stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT, env=env, cwd=HERE)
-        self.say(f"workers: python -m runq.pool demo_handlers {' '.join(WORKER_ARGS)}")
-        self.say(", ".join(f"{n} pid {p.pid}" for n, p in self.workers.items()))
+        if not names:
+            self.say(f"workers: python -m runq.pool demo_handlers {' '.join(WORKER_ARGS)}")
+        self.say(", ".join(f"{n} pid {self.workers[n].pid}" for n in started))
+        live = [n for n, proc in self.workers.items() if n in started or proc.poll() is None]
 
         def connected() -> bool:
-            for name, proc in self.workers.items():
-                if proc.poll() is not None:
-                    raise DemoError(f"worker {name} exited with status {proc.returncode}")
+            for name in live:
+                if self.workers[name].poll() is not None:
+                    raise DemoError(f"worker {name} exited with status "
+                                    f"{self.workers[name].returncode}")
             row = self.conn.execute(
                 "SELECT count(*) FILTER (WHERE application_name = 'runq-pool'),"
                 "       count(*) FILTER (WHERE application_name = 'runq-pool-listen')"
                 "  FROM pg_stat_activity WHERE datname = current_database()").fetchone()
-            return row is not None and row[0] >= len(WORKERS) and row[1] >= len(WORKERS)
+            return row is not None and row[0] >= len(live) and row[1] >= len(live)
         self.wait("the workers to connect and LISTEN", connected)
 
     def owner(self, run_id: int, epoch: int) -> str:
@@ -473,8 +482,69 @@ class Demo:
         self.check("budget_exhausted" in stopped,
                    f"the handler was told why (RunStopped.reason): {stopped.strip() or 'nothing'}")
 
+    def agent(self) -> None:
+        self.step("8. An agent killed mid-run resumes and finishes",
+                  "a durable pydantic-ai agent (RunqDurability) replays the model requests an "
+                  "earlier attempt journaled instead of sending them again, does not run again "
+                  "a non-idempotent tool call cut off mid-way (the model is told its outcome is "
+                  "unknown), and pays for each request once.")
+        self.say("two of the three workers were killed above: starting a fourth")
+        self.start_workers("demo-w4")
+        run_id = self.submit("demo.agent", 10, {"prompt": "tell ann the weather", "hang": 60})
+        self.say(f"run {run_id}: a scripted agent (no network): request 1 calls search "
+                 "(read_only), request 2 calls send (non_idempotent), request 3 answers; "
+                 "on epoch 1, send does its effect (an output chunk) and hangs")
+
+        def in_send() -> bool:
+            calls = {c.tool: c.status for c in self.client.tool_calls(run_id)}
+            return calls.get("send") == "started" and any(
+                isinstance(ch.chunk, dict) and "sent" in ch.chunk
+                for ch in self.client.read_output(run_id))
+        self.wait(f"run {run_id}'s agent to be inside send", in_send)
+        victim, proc = self.worker(run_id)
+        proc.kill()
+        proc.wait()
+        self.say(f"sent SIGKILL to {victim} (pid {proc.pid}), which holds run {run_id} at "
+                 "epoch 1 inside send: started, its effect done, not ended")
+        run = self.wait(f"run {run_id} to be requeued, reclaimed and finished",
+                        self.status_is(run_id, "succeeded", "failed"), 20)
+        self.timeline(run_id)
+        result = run.result or {}
+        self.check(run.status == "succeeded" and run.lease_epoch == 2
+                   and self.owner(run_id, 2) != victim,
+                   f"{self.owner(run_id, 2)} claimed it at epoch 2 and finished it "
+                   f"(status {run.status})")
+        journal = self.client.model_calls(run_id)
+        self.check([(m.seq, m.epoch, m.applied) for m in journal]
+                   == [(1, 1, True), (2, 1, True), (3, 2, True)]
+                   and result.get("replayed") == 2 and result.get("sent") == 1,
+                   "runq.model_calls: " + ", ".join(f"request {m.seq} at epoch {m.epoch}"
+                                                    for m in journal)
+                   + f": epoch 2 replayed {result.get('replayed')} (1 and 2, not sent again) "
+                   f"and sent {result.get('sent')}")
+        calls = {c.tool: (c.status, c.epoch) for c in self.client.tool_calls(run_id)}
+        effects = [ch.epoch for ch in self.client.read_output(run_id)
+                   if isinstance(ch.chunk, dict) and "sent" in ch.chunk]
+        self.check(calls == {"search": ("finished", 1), "send": ("uncertain", 1)}
+                   and effects == [1],
+                   "runq.tool_calls: " + ", ".join(f"{t} {s} (begun at epoch {e})"
+                                                   for t, (s, e) in calls.items())
+                   + f"; send's effect (an output chunk) came at epochs {effects}: "
+                   "it was not run again")
+        answer = str(result.get("answer", ""))
+        self.check(answer == f"done: {UNKNOWN_OUTCOME}",
+                   f"the model was told send's outcome is unknown; its answer: "
+                   f"{textwrap.shorten(answer, 90, placeholder=' ...')}")
+        spent: dict[str, Decimal] = {}
+        for m in journal:
+            for key, value in (m.usage or {}).items():
+                spent[key] = spent.get(key, Decimal(0)) + value
+        self.check(run.usage == spent and run.usage.get("requests") == 3,
+                   f"runq.get_run usage {_json(run.usage)} equals the sum of the journaled "
+                   f"requests' usage {_json(spent)}: each request paid for once")
+
     def final_stats(self, before: Sequence[QueueStats]) -> None:
-        self.step("8. Final runq.queue_stats",
+        self.step("9. Final runq.queue_stats",
                   "nothing is left running or waiting; the dead letter holds the run whose "
                   "handler raised and the run its budget stopped.")
         stats = self.client.queue_stats()
@@ -564,7 +634,7 @@ def _show(url: str, started: float) -> int:
             before = demo.client.queue_stats()
             demo.start_workers()
             for step in (demo.priorities, demo.sigkill, demo.sigstop, demo.ask_user,
-                         demo.idempotency, demo.dead_letter, demo.budget):
+                         demo.idempotency, demo.dead_letter, demo.budget, demo.agent):
                 step()
             demo.final_stats(before)
         except (DemoError, AssertionError, psycopg.Error) as error:

@@ -7,15 +7,37 @@ fenced or cancelled run raises RunStopped and the handler writes nothing
 more. A few handlers hang on their first attempt so the demo can kill or
 freeze the worker holding them; on the resumed attempt they finish (or, for
 a run with a budget, go on until the begin_turn gate stops them).
+
+demo.agent is a real pydantic-ai agent made durable by runq
+(runq.agents.pydantic_ai), its model a scripted FunctionModel (no network):
+request 1 calls ``search`` (read_only), request 2 calls ``send``
+(non_idempotent), request 3 answers "done: <what send returned>". On the
+run's first epoch ``send`` does its effect (an output chunk) and then hangs,
+so the demo can kill its worker with the call started and not ended.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from decimal import Decimal
 from typing import Any
 
-from runq.pool import Handler, RunContext, RunStopped
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+from runq.agents.pydantic_ai import RunqDurability, durable
+from runq.pool import AsyncRunContext, Handler, RunContext, RunStopped
 
 __all__ = ["HANDLERS"]
 
@@ -117,6 +139,75 @@ def broken(ctx: RunContext) -> Any:
     raise ValueError("the invoice total is negative")
 
 
+# The scripted agent of demo.agent: USD per token of its model.
+PRICES = {"demo-model": {"input_tokens": Decimal("0.000003"),
+                         "output_tokens": Decimal("0.000015")}}
+_agent_ctx: ContextVar[AsyncRunContext] = ContextVar("demo_agent_ctx")  # for its tools
+
+
+def _returned(messages: list[ModelMessage], tool: str) -> str:
+    """What the tool call returned to the model (the unknown-outcome text
+    for a call cut off on an earlier attempt)."""
+    for m in messages:
+        for p in getattr(m, "parts", []):
+            if isinstance(p, ToolReturnPart) and p.tool_name == tool:
+                return str(p.content)
+    return "nothing"
+
+
+def _script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The model: what it answers to request n (n - 1 responses so far).
+    Its usage is FunctionModel's estimate, priced by PRICES."""
+    n = 1 + sum(isinstance(m, ModelResponse) for m in messages)
+    parts: list[TextPart | ToolCallPart]
+    if n == 1:
+        parts = [ToolCallPart("search", {"q": "weather in Lisbon"}, tool_call_id="c-search")]
+    elif n == 2:
+        parts = [ToolCallPart("send", {"to": "ann", "text": _returned(messages, "search")},
+                              tool_call_id="c-send")]
+    else:
+        parts = [TextPart(f"done: {_returned(messages, 'send')}")]
+    return ModelResponse(parts=parts, model_name="demo-model")
+
+
+async def _stream(messages: list[ModelMessage], info: AgentInfo
+                  ) -> AsyncIterator[str | DeltaToolCalls]:
+    for i, part in enumerate(_script(messages, info).parts):
+        if isinstance(part, TextPart):
+            yield part.content
+        elif isinstance(part, ToolCallPart):
+            yield {i: DeltaToolCall(part.tool_name, json.dumps(part.args),
+                                    tool_call_id=part.tool_call_id)}
+
+
+demo_agent: Agent[None, str] = Agent(
+    FunctionModel(_script, stream_function=_stream, model_name="demo-model"),
+    name="demo", capabilities=[RunqDurability(prices=PRICES)])
+
+
+@demo_agent.tool_plain(metadata={"runq": {"idempotency": "read_only"}})
+def search(q: str) -> str:
+    return f"sunny, 24 C ({q})"
+
+
+@demo_agent.tool_plain  # non_idempotent: the default
+async def send(to: str, text: str) -> str:
+    ctx = _agent_ctx.get()
+    await ctx.emit({"sent": {"to": to, "text": text}})  # the effect, for the demo to see
+    if ctx.epoch == 1:
+        await asyncio.sleep(float(ctx.run.payload.get("hang", 60)))  # the demo kills us here
+    return f"sent to {to}"
+
+
+async def agent(ctx: AsyncRunContext) -> Any:
+    """The scripted agent, durable: each model request journaled (replayed
+    on a later attempt), each tool call a tool call of the run."""
+    _agent_ctx.set(ctx)
+    with durable(ctx) as journal:
+        result = await demo_agent.run(ctx.run.payload["prompt"])
+    return {"answer": result.output, "replayed": journal.replayed, "sent": journal.sent}
+
+
 HANDLERS: dict[str, Handler] = {
     "demo.chat": chat,
     "demo.research": research,
@@ -124,4 +215,5 @@ HANDLERS: dict[str, Handler] = {
     "demo.ask": ask,
     "demo.broken": broken,
     "demo.metered": metered,
+    "demo.agent": agent,
 }

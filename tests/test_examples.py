@@ -63,7 +63,8 @@ def test_demo(server_url: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for step in ("== 1. Priority classes", "== 2. A worker killed", "== 3. A worker frozen",
                  "== 4. A run asks", "== 5. Idempotent", "== 6. The dead letter",
-                 "== 7. A budget across", "== 8. Final runq.queue_stats"):
+                 "== 7. A budget across", "== 8. An agent killed",
+                 "== 9. Final runq.queue_stats"):
         assert step in proc.stdout
     assert "FAIL" not in proc.stdout
     assert "checks held" in proc.stdout.splitlines()[-1]
