@@ -19,7 +19,7 @@ SERVER = scripts/pg run
 # a server given from outside).
 PG18 = RUNQ_DATABASE_URL= PGHOST= RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
 
-.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-waiting bench-cpu bench-instructions sql dashboard-screenshots \
+.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-waiting bench-agents bench-cpu bench-instructions sql dashboard-screenshots \
 	docs dist schema pg-start pg-stop
 
 test: deps $(STAMP)
@@ -59,6 +59,14 @@ bench-long: $(STAMP)
 # for 60 s from one pool, read as they come.
 bench-waiting: $(STAMP)
 	$(BENCH_SERVER) $(VENV)/bin/python bench/waiting.py
+
+# Durable agents (bench/agents.py, about 30 s): the same pydantic-ai agent
+# with and without RunqDurability, on pools alike, 200 runs of each shape:
+# time and server calls added per model request and per tool call; and the
+# bytes a 100-request conversation's journal writes against a checkpoint per
+# request of its whole history.
+bench-agents: $(STAMP)
+	$(BENCH_SERVER) $(VENV)/bin/python bench/agents.py
 
 # Backend CPU per cycle (bench/cpu.py), to judge a hot-path change against a
 # commit: make bench-cpu REV=8ce5eac

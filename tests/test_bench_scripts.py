@@ -14,7 +14,8 @@ epoch (never fenced), cycles of runs with a budget and a timeout end every run
 succeeded, and its sweep over runs with deadlines none due changes nothing. The other
 drivers run in small: bench/cpu.py, bench/instructions.py,
 bench/long_runs.py (one worker process holding runs for 18 s, not minutes) and
-bench/waiting.py (30 waits and 30 runs streaming for 2 s).
+bench/waiting.py (30 waits and 30 runs streaming for 2 s) and bench/agents.py
+(8 runs of each variant, a 10-request conversation).
 """
 import os
 import re
@@ -346,3 +347,20 @@ def test_waiting_bench_reports_waits_and_streams(server_url: str) -> None:
     assert read == stored and int(stored.replace(",", "")) >= 30 * 10, out.stdout
     assert re.fullmatch(r"[\d.]+ / [\d.]+ ms",
                         rows["wake-up: complete sent -> wait returned, p50 / p99"]), out.stdout
+
+
+@pytest.mark.once
+def test_agents_bench_counts_two_calls_per_request_and_tool(server_url: str) -> None:
+    # bench/agents.py in small: the capability's server calls are as measured,
+    # 2 per model request and 2 per tool call, none read on a first attempt.
+    out = subprocess.run([sys.executable, str(BENCH / "agents.py"), "--runs", "8", "--reps", "2",
+                          "--turns", "10"],
+                         env={**os.environ, "RUNQ_DATABASE_URL": server_url},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
+            for line in out.stdout.splitlines() if line.startswith("| ")}
+    assert rows["calls per model request: begin_turn + record_model_call"] == "1 + 1", out.stdout
+    assert rows["calls per tool call: begin_tool + end_tool"] == "1 + 1", out.stdout
+    assert rows["reads per run on a first attempt: model_calls + tool_calls"] == (
+        "0 (requests), 0 (tools)"), out.stdout
