@@ -34,7 +34,7 @@ answer, its model a scripted FunctionModel) run by real worker processes
       fails budget_exhausted.
   test_approval_through_ask_user_and_deliver_input
       send needs approval: the run waits for its user with the question,
-      send not run; deliver_input approves it; the agent resumes from its
+      send neither begun (runq.tool_calls) nor run; deliver_input approves it; the agent resumes from its
       journal (request 1 not sent again), send runs once, the run succeeds.
 """
 from __future__ import annotations
@@ -239,6 +239,8 @@ def test_approval_through_ask_user_and_deliver_input(tables: str, tmp_path: Path
             assert run.status == "waiting_for_user", run
             assert run.question == {"approve": ["c-send"]}
             assert rows(db_url, "SELECT tool FROM agent_effects") == [("search",)]
+            # Approval comes before the tool begins.
+            assert [t.call_id for t in c.tool_calls(run_id)] == ["c-search"]
             assert c.deliver_input(run_id, {"approve": True})
             run = c.wait(run_id, timeout=60)
         finally:
