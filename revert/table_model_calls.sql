@@ -1,6 +1,7 @@
 -- Revert runq:table_model_calls from pg
 -- Locks: ACCESS EXCLUSIVE on runq.model_calls, which goes, and for an
--- instant SHARE ROW EXCLUSIVE on runq.runs (its foreign key goes with it).
+-- instant ACCESS EXCLUSIVE on runq.runs (dropping the foreign key's triggers
+-- there): reads of runs wait for it too, at most lock_timeout.
 
 BEGIN;
 

@@ -3250,7 +3250,7 @@ BEGIN
           FROM runq.model_calls AS m
          WHERE m.run_id = record_model_call.run_id AND m.seq = record_model_call.seq
            AND m.epoch = record_model_call.epoch;
-        IF v_hash <> record_model_call.request_hash THEN
+        IF v_hash IS DISTINCT FROM record_model_call.request_hash THEN
             RAISE EXCEPTION USING ERRCODE = 'RQ004',
                 MESSAGE = format('model request %s of run %s under epoch %s was recorded with'
                                  ' another request_hash (%s)', record_model_call.seq,

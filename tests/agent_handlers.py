@@ -23,6 +23,8 @@ record not sent), ``after_record:N`` (recorded), ``in_tool:NAME`` (the
 tool's effect committed, end_tool not sent), ``after_tool:NAME`` (end_tool
 committed), ``stop_in_tool:NAME`` (SIGSTOP where in_tool kills).
 RUNQ_AGENT_INSTRUCTIONS gives the agent instructions (its code changed).
+RUNQ_AGENT_FLAKY makes the model fail request 2 once (a server error),
+which the agent's RetryOnModelErrors sends again.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from typing import Any
 
 import psycopg
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+from pydantic_ai.capabilities import RetryOnModelErrors
+from pydantic_ai.exceptions import ModelServerError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -55,6 +59,7 @@ from runq.pool import AsyncRunContext
 
 PRICES = {"scripted": {"input_tokens": Decimal("0.000003"), "output_tokens": Decimal("0.000015")}}
 FAULT = os.environ.get("RUNQ_AGENT_FAULT", "")
+_flaky = [os.environ.get("RUNQ_AGENT_FLAKY") == "1"]
 _db: psycopg.Connection[Any] | None = None
 _attempt: tuple[int, int] = (0, 0)  # (run_id, epoch) of the run this process works on
 
@@ -90,6 +95,9 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     run_id, epoch = _attempt
     db().execute("INSERT INTO agent_requests (run_id, step, epoch, pid) VALUES (%s, %s, %s, %s)",
                  [run_id, step, epoch, os.getpid()])
+    if step == 2 and _flaky[0]:
+        _flaky[0] = False
+        raise ModelServerError("scripted", "overloaded")
     parts: list[Any]
     if step == 1:
         parts = [ToolCallPart("search", {"q": "weather"}, tool_call_id="c-search")]
@@ -126,7 +134,7 @@ def make_agent(approve: bool) -> Agent[None, Any]:
         FunctionModel(script, stream_function=stream, model_name="scripted"),
         name="scripted", output_type=[str, DeferredToolRequests],
         instructions=os.environ.get("RUNQ_AGENT_INSTRUCTIONS") or None,
-        capabilities=[RunqDurability(prices=PRICES)])
+        capabilities=[RetryOnModelErrors(initial_delay=0.01), RunqDurability(prices=PRICES)])
 
     @agent.tool_plain(metadata={"runq": {"idempotency": "read_only"}})
     def search(q: str) -> str:
@@ -158,7 +166,7 @@ def faulty(ctx: AsyncRunContext) -> None:
 
     async def end(call_id: str, outcome: Any) -> None:
         await end_tool(call_id, outcome)
-        fault(f"after_tool:{call_id.removeprefix('c-')}")
+        fault(f"after_tool:{call_id.split(':')[1].removeprefix('c-')}")
 
     ctx.record_model_call = record_model_call  # type: ignore[method-assign]
     ctx.end_tool = end  # type: ignore[method-assign]

@@ -21,6 +21,11 @@ answer, its model a scripted FunctionModel) run by real worker processes
       equal the usage of the journaled requests (killed attempt's included)
       priced exactly, the run succeeded with the answer the script gives, and
       the output the second epoch emitted reads as that answer.
+  test_a_request_sent_again_after_an_error_keeps_its_number
+      request 2 fails once (a server error) and pydantic-ai's
+      RetryOnModelErrors sends it again: it is journaled as request 2, and
+      the next worker replays requests 1 and 2 (the retry's notes on the
+      response are not part of the request's hash).
   test_a_changed_request_is_not_replayed
       the second worker's agent has instructions the first's had not: its
       first request differs from the journaled one, so the run fails with
@@ -70,9 +75,9 @@ def tables(db_url: str) -> str:
 
 
 def spawn(db_url: str, tmp_path: Path, name: str, fault: str = "",
-          instructions: str = "") -> subprocess.Popen[bytes]:
+          instructions: str = "", flaky: bool = False) -> subprocess.Popen[bytes]:
     env = {**os.environ, "RUNQ_AGENT_DB": db_url, "RUNQ_AGENT_FAULT": fault,
-           "RUNQ_AGENT_INSTRUCTIONS": instructions,
+           "RUNQ_AGENT_INSTRUCTIONS": instructions, "RUNQ_AGENT_FLAKY": "1" if flaky else "",
            "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).parent),
                                                      os.environ.get("PYTHONPATH")) if p)}
     with open(tmp_path / f"{name}.log", "wb") as log:
@@ -164,6 +169,22 @@ def test_killed_worker_resumes(tables: str, tmp_path: Path, fault: str, answer: 
         assert "".join(ch.chunk for ch in chunks if ch.epoch == 2) == answer
 
 
+def test_a_request_sent_again_after_an_error_keeps_its_number(tables: str,
+                                                              tmp_path: Path) -> None:
+    db_url = tables
+    with Client.connect(db_url) as c:
+        run_id = c.submit("ag", KIND, {"prompt": "weather for ann"}, priority=0).run_id
+        first = spawn(db_url, tmp_path, "w1", "after_record:2", flaky=True)
+        assert first.wait(timeout=60) == -signal.SIGKILL, (tmp_path / "w1.log").read_text()
+        sweep_after_lease(c, run_id)
+        run = finish(c, db_url, tmp_path, run_id)
+        assert run.status == "succeeded", run
+        assert run.result == {"answer": "done: sent to ann"}
+        sent = Counter(rows(db_url, "SELECT step, epoch FROM agent_requests"))
+        assert sent == {(1, 1): 1, (2, 1): 2, (3, 2): 1}  # request 2 failed once
+        assert [(m.seq, m.epoch) for m in c.model_calls(run_id)] == [(1, 1), (2, 1), (3, 2)]
+
+
 def test_a_changed_request_is_not_replayed(tables: str, tmp_path: Path) -> None:
     db_url = tables
     with Client.connect(db_url) as c:
@@ -240,7 +261,7 @@ def test_approval_through_ask_user_and_deliver_input(tables: str, tmp_path: Path
             assert run.question == {"approve": ["c-send"]}
             assert rows(db_url, "SELECT tool FROM agent_effects") == [("search",)]
             # Approval comes before the tool begins.
-            assert [t.call_id for t in c.tool_calls(run_id)] == ["c-search"]
+            assert [t.call_id for t in c.tool_calls(run_id)] == ["1:c-search"]
             assert c.deliver_input(run_id, {"approve": True})
             run = c.wait(run_id, timeout=60)
         finally:
@@ -249,5 +270,8 @@ def test_approval_through_ask_user_and_deliver_input(tables: str, tmp_path: Path
         assert run.result == {"answer": "done: sent to ann"}
         assert Counter(t for (t,) in rows(db_url, "SELECT tool FROM agent_effects")) == {
             "search": 1, "send": 1}
+        # The approved run of send is a call of its own.
+        assert [(t.call_id, t.status) for t in c.tool_calls(run_id)] == [
+            ("1:c-search", "finished"), ("2:c-send:approved", "finished")]
         assert rows(db_url, "SELECT step, count(*) FROM agent_requests GROUP BY step"
                             " ORDER BY step") == [(1, 1), (2, 1), (3, 1)]

@@ -1,7 +1,10 @@
 """The runq side of a durable agent loop, for any framework: each model
 request and each tool call of a run is a unit that takes effect once.
 
-A model request is numbered (1, 2, 3, ...) in the order the loop sends it.
+A model request is numbered (1, 2, 3, ...) in the order the loop gets its
+responses (a request that raised, and is sent again, keeps its number).
+One agent run at a time in a journal: two runs at once (agents called from
+parallel tools) would interleave their numbers in no fixed order.
 Given the same responses, an agent's loop sends the same requests in the
 same order, so request n of a later attempt is request n of an earlier one;
 a hash of the request checks it. The request is then
@@ -38,7 +41,7 @@ from typing import Any
 
 from runq.errors import RunStopped
 from runq.types import ModelCall, ToolCall
-from runq.worker.context import AsyncRunContext
+from runq.worker.context import AsyncRunContext, RunContext
 
 UNKNOWN_OUTCOME = (
     "The outcome of this tool call is unknown: an earlier execution was interrupted after it"
@@ -60,8 +63,11 @@ class Journal:
     when there were earlier attempts (the epoch is above 1)."""
 
     def __init__(self, ctx: AsyncRunContext) -> None:
+        if isinstance(ctx, RunContext):
+            raise TypeError("an agent runs in an async handler: its journal needs the"
+                            " AsyncRunContext, not a RunContext")
         self.ctx = ctx
-        self.seq = 0           # model requests of this attempt so far
+        self.seq = 0           # model requests of this attempt answered so far
         self.replayed = 0      # ... of them answered from the journal
         self.sent = 0          # ... of them sent to the model
         self._models: dict[int, ModelCall] | None = None
@@ -84,25 +90,29 @@ class Journal:
         JSON and its usage) after the gate and journaled. ``replayed`` is
         called with a replayed response (to emit its text again)."""
         models, _ = await self._earlier()
-        self.seq += 1
-        earlier = models.get(self.seq)
+        # A request is numbered once it has a response: one that raised (and
+        # that the loop may send again) takes no number.
+        seq = self.seq + 1
+        earlier = models.get(seq)
         if earlier is not None:
             if earlier.request_hash != digest:
                 await self.ctx.fail(
                     "replay_diverged",
-                    f"model request {self.seq} differs from the one an earlier attempt sent"
+                    f"model request {seq} differs from the one an earlier attempt sent"
                     " (the agent's code or prompt changed): its response is not replayed",
-                    seq=self.seq, journaled_epoch=earlier.epoch)
-                raise RunStopped(f"run {self.ctx.run_id}: model request {self.seq} diverged",
+                    seq=seq, journaled_epoch=earlier.epoch)
+                raise RunStopped(f"run {self.ctx.run_id}: model request {seq} diverged",
                                  "finished")
+            self.seq = seq
             self.replayed += 1
             if replayed is not None:
                 await replayed(earlier.response)
             return earlier.response
         await self.ctx.begin_turn()
         response, usage = await send()
+        self.seq = seq
         self.sent += 1
-        if not await self.ctx.record_model_call(self.seq, digest, response, usage):
+        if not await self.ctx.record_model_call(seq, digest, response, usage):
             raise RunStopped(f"run {self.ctx.run_id} is no longer ours", "fenced")
         return response
 

@@ -58,8 +58,10 @@ Prices = Mapping[str, Mapping[str, Decimal]]
 _journal: ContextVar[Journal | None] = ContextVar("runq_agent_journal", default=None)
 
 # Keys of a request's JSON that differ between attempts at the same request:
-# when its parts were made, and the pydantic-ai run it belongs to.
-_VOLATILE = frozenset({"timestamp", "run_id", "conversation_id"})
+# when its parts were made, the pydantic-ai run it belongs to, and how an
+# earlier response came (its duration, the failed attempts a retrying
+# capability notes on it outside the unit that journaled it).
+_VOLATILE = frozenset({"timestamp", "run_id", "conversation_id", "duration", "failed_attempts"})
 # RequestUsage fields recorded in the ledger, when not zero.
 _TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
@@ -75,20 +77,24 @@ def durable(ctx: AsyncRunContext) -> Iterator[Journal]:
         _journal.reset(token)
 
 
-def _stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
+def _stable(messages: Any) -> Any:
+    """The messages' JSON without what differs between attempts at the same
+    request, at the places pydantic-ai puts it: on a message and its parts."""
+    def strip(item: Any) -> Any:
+        return ({k: v for k, v in item.items() if k not in _VOLATILE}
+                if isinstance(item, dict) else item)
+    return [{**strip(m), "parts": [strip(p) for p in m.get("parts", [])]}
+            if isinstance(m, dict) else m for m in messages]
 
 
-def _digest(cache_key: tuple[object, ...]) -> str:
+def _digest(model_name: str, cache_key: tuple[object, ...]) -> str:
     # ModelRequestParams projected: model_id, messages, settings, request
-    # parameters (and the run context, which is left out: it is the run's).
+    # parameters (and the run context, which is left out: it is the run's);
+    # and the model's name, which model_id leaves out for the agent's own.
     model_id, messages, settings, parameters = cache_key[:4]
-    return request_hash(_stable(to_jsonable_python(
-        [model_id, messages, settings, parameters], fallback=str)))
+    return request_hash([model_name, *to_jsonable_python(
+        [model_id, _stable(to_jsonable_python(messages, fallback=str)), settings, parameters],
+        fallback=str)])
 
 
 def _texts(response: _messages.ModelResponse) -> str:
@@ -109,19 +115,25 @@ class _Backend(JournalCallableOperationBackend[Any]):
         if journal is None:
             return await body()
         if isinstance(operation_id, ModelRequestId):
-            return await self._model_request(journal, body, cache_key)
+            return await self._model_request(journal, body,
+                                             _digest(operation_id.model_name, cache_key))
         if isinstance(operation_id, ToolsetCallToolId):
             tool, args, run_context = cache_key[0], cache_key[1], cache_key[2]
             assert isinstance(tool, str) and isinstance(run_context, RunContext)
             declared = (config or {}).get("idempotency", "non_idempotent")
+            # Named by the response that asked for it (providers reuse ids
+            # across responses); an approved call's run is a call of its own,
+            # apart from the one that asked for approval.
+            call_id = f"{journal.seq}:{run_context.tool_call_id or name}"
+            if run_context.tool_call_approved:
+                call_id += ":approved"
             return await journal.tool_call(
-                run_context.tool_call_id or name, tool, declared,
+                call_id, tool, declared,
                 to_jsonable_python(args, fallback=str), body,
                 lambda: {"result": UNKNOWN_OUTCOME, "kind": "tool_return"})
         return await body()
 
-    async def _model_request(self, journal: Journal, body: Any,
-                             cache_key: tuple[object, ...]) -> object:
+    async def _model_request(self, journal: Journal, body: Any, digest: str) -> object:
         emit = self.capability.emit_text
 
         async def send() -> tuple[Any, Mapping[str, Decimal] | None]:
@@ -134,7 +146,7 @@ class _Backend(JournalCallableOperationBackend[Any]):
             if emit and text:
                 await journal.ctx.emit(text)
 
-        return await journal.model_request(_digest(cache_key), send, replayed)
+        return await journal.model_request(digest, send, replayed)
 
 
 class RunqDurability(BaseDurabilityCapability[AgentDepsT]):
