@@ -46,7 +46,6 @@ import os
 import random
 import statistics
 import string
-import subprocess
 import time
 from collections.abc import Awaitable, Callable
 
@@ -62,7 +61,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
-from run import PGBIN, ROOT, server_url, with_db  # bench/run.py, beside this file
+from run import scratch_database  # bench/run.py, beside this file
 
 from runq import Client
 from runq.agents.pydantic_ai import RunqDurability, durable
@@ -283,23 +282,11 @@ def main() -> int:
     args = ap.parse_args()
     if args.requests < 2:
         ap.error("--requests must be 2 or more (the tools shape calls a tool in all but the last)")
-    admin = server_url()
-    db = f"runq_agents_{os.getpid()}"
-    url = with_db(admin, db)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {db}")
-        conn.execute(f"ALTER DATABASE {db} SET track_functions = 'all'")
-        version = conn.execute("SHOW server_version").fetchone()
-    try:
-        subprocess.run([str(PGBIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", url,
-                        "-f", str(ROOT / "sql/runq.sql")], check=True, capture_output=True)
+    with scratch_database("runq_agents", "track_functions = 'all'") as (url, version):
         lines = ["| measure | value |", "| --- | ---: |"]
         lines += overhead(args, url)
         lines += conversation(args, url)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-    print(f"PostgreSQL {version[0] if version else '?'}, {os.cpu_count()} cores, "
+    print(f"PostgreSQL {version}, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d')}\n")
     print("\n".join(lines))
     return 0

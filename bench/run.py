@@ -592,6 +592,30 @@ class Bench:
         return tps
 
 
+@contextmanager
+def scratch_database(prefix: str, *settings: str) -> Iterator[tuple[str, str]]:
+    """A database of its own (prefix_<pid>) with runq deployed, and settings
+    ("name = value") of its own, dropped at the end: its URL and the server's
+    version."""
+    import psycopg  # only the drivers that use a client library need it
+
+    admin = server_url()
+    db = f"{prefix}_{os.getpid()}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {db}")
+        for setting in settings:
+            conn.execute(f"ALTER DATABASE {db} SET {setting}")
+        row = conn.execute("SHOW server_version").fetchone()
+    try:
+        url = with_db(admin, db)
+        subprocess.run([str(PGBIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", url,
+                        "-f", str(ROOT / "sql/runq.sql")], check=True, capture_output=True)
+        yield url, row[0] if row else "?"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]

@@ -33,7 +33,6 @@ import asyncio
 import multiprocessing
 import os
 import resource
-import subprocess
 import threading
 import time
 from datetime import timedelta
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from run import PGBIN, ROOT, server_url, with_db  # bench/run.py, beside this file
+from run import scratch_database  # bench/run.py, beside this file
 
 from runq import AsyncClient, Client
 from runq.pool import AsyncRunContext, Slot, WorkerPool
@@ -192,22 +191,11 @@ def main() -> int:
     ap.add_argument("--complete-rate", type=float, default=200.0,
                     help="completes a second in the waits part")
     args = ap.parse_args()
-    admin = server_url()
-    db = f"runq_waiting_{os.getpid()}"
-    url = with_db(admin, db)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {db}")
-        version = conn.execute("SHOW server_version").fetchone()
-    try:
-        subprocess.run([str(PGBIN / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", url,
-                        "-f", str(ROOT / "sql/runq.sql")], check=True, capture_output=True)
+    with scratch_database("runq_waiting") as (url, version):
         lines = ["| measure | value |", "| --- | ---: |"]
         lines += waits(url, args.runs, args.complete_rate)
         lines += streams(url, args.runs, args.rate, args.seconds)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-    print(f"PostgreSQL {version[0] if version else '?'}, {os.cpu_count()} cores, "
+    print(f"PostgreSQL {version}, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d')}\n")
     print("\n".join(lines))
     return 0
