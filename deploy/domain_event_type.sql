@@ -1,12 +1,13 @@
 -- Deploy runq:domain_event_type to pg
--- requires: domain_event_type@v0.1.3
+-- requires: domain_event_type@v0.2.0
 
 BEGIN;
 
 SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
--- Adds run.usage (runq.record_usage) to the event types. The rule is
+-- Adds run.spawned, run.waiting_for_children and run.children_done (child
+-- runs: runq.spawn, runq.wait_children) to the event types. The rule is
 -- replaced NOT VALID: validating it would scan runq.run_events under a lock
 -- that stops every write for the scan, and there is nothing to find, since
 -- every stored value met the old rule, which the new one contains. New
@@ -24,6 +25,7 @@ ALTER DOMAIN runq.event_type ADD CONSTRAINT event_type_check CHECK (
               'run.waiting_for_user', 'run.input_delivered',
               'run.succeeded', 'run.failed', 'run.cancel_requested',
               'run.cancelled', 'run.requeued', 'run.fenced',
-              'run.redriven', 'run.usage')) NOT VALID;
+              'run.redriven', 'run.usage', 'run.spawned',
+              'run.waiting_for_children', 'run.children_done')) NOT VALID;
 
 COMMIT;

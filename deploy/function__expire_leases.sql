@@ -1,4 +1,5 @@
 -- Deploy runq:function__expire_leases to pg
+-- requires: function__wake_parents
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__backoff
@@ -35,6 +36,9 @@ CREATE OR REPLACE FUNCTION runq._expire_leases(run_ids bigint[], released boolea
     VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_spawned bigint[];
+    v_parents bigint[];
 BEGIN
     PERFORM runq._resolve_tool_calls(_expire_leases.run_ids, _expire_leases.at);
 
@@ -127,6 +131,16 @@ BEGIN
               WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
                 AND r.status IN ('failed', 'cancelled');
         END IF;
+        -- The runs that ended with a family (child runs): their live
+        -- children are cancelled; a parent waiting for them may be done.
+        SELECT array_agg(r.run_id) FILTER (WHERE r.spawned IS NOT NULL),
+               array_agg(r.parent_run_id) FILTER (WHERE r.parent_run_id IS NOT NULL)
+          INTO v_spawned, v_parents
+          FROM runq.runs AS r
+         WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+           AND r.status IN ('failed', 'cancelled')
+           AND (r.spawned IS NOT NULL OR r.parent_run_id IS NOT NULL);
+        PERFORM runq._family_ended(v_spawned, v_parents, _expire_leases.at);
     END IF;
 END
 $$;

@@ -23,7 +23,7 @@ BEGIN
     PERFORM pg_notify('runq_run', r.run_id::text)
        FROM runq.runs AS r
       WHERE r.run_id = ANY (_notify_watchers.run_ids) AND r.watched
-        AND r.status IN ('succeeded', 'failed', 'cancelled', 'waiting_for_user');
+        AND r.status IN ('succeeded', 'failed', 'cancelled', 'waiting_for_user', 'waiting_for_children');
     RETURN true;
 END
 $$;
@@ -31,6 +31,6 @@ $$;
 REVOKE ALL ON FUNCTION runq._notify_watchers(bigint[]) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._notify_watchers(bigint[]) IS
-    'Internal: NOTIFY runq_run (payload: the run_id) for each of these runs that is watched (runs.watched) and terminal or waiting_for_user. Returns true.';
+    'Internal: NOTIFY runq_run (payload: the run_id) for each of these runs that is watched (runs.watched) and terminal, waiting_for_user or waiting_for_children. Returns true.';
 
 COMMIT;

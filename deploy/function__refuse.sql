@@ -1,4 +1,5 @@
 -- Deploy runq:function__refuse to pg
+-- requires: function__wake_parents
 -- requires: table_runs
 -- requires: index_run_events_fenced
 -- requires: function__resolve_tool_calls
@@ -50,6 +51,8 @@ DECLARE
     v_epoch   bigint;
     v_cancel  boolean;
     v_failure jsonb;
+    v_parent  bigint;
+    v_spawned boolean;
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
@@ -82,21 +85,30 @@ BEGIN
                        failure = CASE WHEN v_cancel THEN NULL ELSE v_failure END,
                        lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
                  WHERE r.run_id = _refuse.run_id
-                RETURNING r.run_id, r.lease_epoch
+                RETURNING r.run_id, r.lease_epoch, r.parent_run_id, r.spawned
+            ), logged AS (
+                INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+                SELECT s.run_id, s.lease_epoch,
+                       CASE WHEN v_cancel THEN 'run.cancelled' ELSE 'run.failed' END,
+                       CASE WHEN v_cancel
+                            THEN jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation)
+                            ELSE v_failure END,
+                       v_now
+                  FROM stopped AS s
             )
-            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-            SELECT s.run_id, s.lease_epoch,
-                   CASE WHEN v_cancel THEN 'run.cancelled' ELSE 'run.failed' END,
-                   CASE WHEN v_cancel
-                        THEN jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation)
-                        ELSE v_failure END,
-                   v_now
+            SELECT s.parent_run_id, s.spawned IS NOT NULL INTO v_parent, v_spawned
               FROM stopped AS s;
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
             PERFORM runq._notify_watchers(ARRAY[_refuse.run_id]);
             PERFORM runq._slot_left(r.tenant_id, r.kind)
                FROM runq.runs AS r
               WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
+            -- Its live children are cancelled; a parent waiting for it may be
+            -- done waiting.
+            IF v_spawned OR v_parent IS NOT NULL THEN
+                PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[_refuse.run_id] END,
+                                           CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+            END IF;
             RETURN false;
         END IF;
     END IF;

@@ -1,10 +1,6 @@
 -- Deploy runq:function_begin_turn to pg
--- requires: table_runs
--- requires: table_run_events
--- requires: function__refuse
+-- requires: function_begin_turn@v0.2.0
 -- requires: stop_failures
--- requires: role_runq_worker
--- requires: role_runq_admin
 
 BEGIN;
 
@@ -20,6 +16,9 @@ SET LOCAL statement_timeout = '10s';
 -- (deadline_exceeded, through runq._refuse) and returns false.
 -- And the budget gate: once a total of the run's usage has reached its
 -- budget, the call fails the run (budget_exhausted) instead of counting a turn.
+-- Budgets roll up (child runs): a child's gate also reads the budget of each
+-- of its ancestors (runq._ancestor_overrun); a run without a parent pays a
+-- test of its parent_run_id.
 CREATE OR REPLACE FUNCTION runq.begin_turn(run_id bigint, epoch bigint)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -49,6 +48,7 @@ BEGIN
                                                           FROM runq.run_usage AS u
                                                          WHERE u.run_id = r.run_id),
                                                        b.value)))
+           AND (r.parent_run_id IS NULL OR runq._ancestor_overrun(r.parent_run_id) IS NULL)
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -66,7 +66,7 @@ REVOKE ALL ON FUNCTION runq.begin_turn(bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.begin_turn(bigint, bigint) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.begin_turn(bigint, bigint) IS
-$c$Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run's turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled), past the run's deadline (it becomes failed, deadline_exceeded), or, the budget gate, once a total of the run's usage has reached its budget (usage[k] >= budget[k]: it becomes failed, budget_exhausted, naming the key, the limit and the total).
+$c$Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run's turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled), past the run's deadline (it becomes failed, deadline_exceeded), or, the budget gate, once a total of the run's usage has reached its budget (usage[k] >= budget[k]: it becomes failed, budget_exhausted, naming the key, the limit and the total), or the budget of one of its ancestors has (child runs: the failure names that run_id).
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -1,4 +1,5 @@
 -- Deploy runq:function_cancel to pg
+-- requires: function__wake_parents
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: role_runq_client
@@ -35,9 +36,18 @@ DECLARE
     v_flagged boolean;
     v_epoch   bigint;
     v_parked  boolean;
+    v_parent  bigint;
+    v_spawned boolean;
 BEGIN
-    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked
-      INTO v_status, v_flagged, v_epoch, v_parked
+    -- A run with children: its live descendants are locked first, deepest
+    -- first, then the run (the lock order of runq._cancel_children, against
+    -- a child that ends and wakes this run while it waits for them).
+    IF (SELECT r.spawned IS NOT NULL FROM runq.runs AS r WHERE r.run_id = cancel.run_id) THEN
+        PERFORM runq._lock_descendants(ARRAY[cancel.run_id]);
+    END IF;
+    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked,
+           r.parent_run_id, r.spawned IS NOT NULL
+      INTO v_status, v_flagged, v_epoch, v_parked, v_parent, v_spawned
       FROM runq.runs AS r
      WHERE r.run_id = cancel.run_id
        FOR UPDATE;
@@ -46,7 +56,7 @@ BEGIN
         PERFORM runq._run_not_found(cancel.run_id);
     END IF;
 
-    IF v_status IN ('queued', 'waiting_for_user') THEN
+    IF v_status IN ('queued', 'waiting_for_user', 'waiting_for_children') THEN
         UPDATE runq.runs AS r
            SET status = 'cancelled', question = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = cancel.run_id;
@@ -61,6 +71,12 @@ BEGIN
           WHERE r.run_id = cancel.run_id AND v_status = 'queued' AND NOT v_parked
             AND EXISTS (SELECT FROM runq.limit_settings);
         PERFORM runq._notify_watchers(ARRAY[cancel.run_id]);
+        -- Its live children are cancelled; a parent waiting for it may be
+        -- done waiting.
+        IF v_spawned OR v_parent IS NOT NULL THEN
+            PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[cancel.run_id] END,
+                                       CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+        END IF;
         RETURN 'cancelled';
     ELSIF v_status = 'running' THEN
         IF NOT v_flagged THEN
@@ -81,7 +97,7 @@ REVOKE ALL ON FUNCTION runq.cancel(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.cancel(bigint, text) TO runq_client, runq_admin;
 
 COMMENT ON FUNCTION runq.cancel(bigint, text) IS
-$c$Cancel a run. Returns cancelled (it was queued or waiting_for_user), cancel_requested (it is running: the worker's next heartbeat returns false and the run becomes cancelled then) or already_terminal (nothing changed).
+$c$Cancel a run. Returns cancelled (it was queued, waiting_for_user or waiting_for_children; its children not yet terminal are cancelled with it, reason parent_finished), cancel_requested (it is running: the worker's next heartbeat returns false and the run becomes cancelled then) or already_terminal (nothing changed).
 Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -1,4 +1,5 @@
 -- Deploy runq:function_complete to pg
+-- requires: function__wake_parents
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: admission
@@ -26,8 +27,10 @@ CREATE OR REPLACE FUNCTION runq.complete(run_id bigint, epoch bigint, result jso
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now   timestamptz := clock_timestamp();
-    v_done  boolean;
+    v_now     timestamptz := clock_timestamp();
+    v_done    boolean;
+    v_parent  bigint;
+    v_spawned boolean;
 BEGIN
     WITH done AS (
         UPDATE runq.runs AS r
@@ -35,7 +38,8 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = complete.run_id
            AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched,
+                  r.parent_run_id, r.spawned
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
@@ -48,7 +52,9 @@ BEGIN
     -- (~50 us a run). The same gate as in runq.complete_many.
     -- A watched run (runs.watched) notifies its watchers
     -- (runq._notify_watchers); one nobody watches pays a test of the flag.
-    SELECT true INTO v_done
+    -- Its family (child runs) is read from the row updated: a run with none
+    -- pays a test of two columns.
+    SELECT true, d.parent_run_id, d.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
       FROM done AS d
      WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
        AND (NOT EXISTS (SELECT FROM runq.limit_settings)
@@ -61,6 +67,12 @@ BEGIN
                                 WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
         OR runq._slot_left(d.tenant_id, d.kind));
     IF v_done THEN
+        -- Its live children are cancelled; a parent waiting for it may be
+        -- done waiting.
+        IF v_spawned OR v_parent IS NOT NULL THEN
+            PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[complete.run_id] END,
+                                       CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+        END IF;
         RETURN true;
     END IF;
     RETURN runq._refuse(complete.run_id, complete.epoch, 'complete', false);

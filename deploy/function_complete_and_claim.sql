@@ -1,4 +1,5 @@
 -- Deploy runq:function_complete_and_claim to pg
+-- requires: function__wake_parents
 -- requires: type_completed_and_claimed
 -- requires: function_complete
 -- requires: function_claim
@@ -89,6 +90,8 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.run_id = complete_and_claim.run_id
                AND r.status = 'running' AND r.lease_epoch = complete_and_claim.epoch  -- fence
+               -- A run with a family (child runs) takes runq.complete below.
+               AND r.parent_run_id IS NULL AND r.spawned IS NULL
                FOR UPDATE
         ), picked AS (
             -- runq.claim's pick, and only once the run given is held.
@@ -161,9 +164,11 @@ BEGIN
              WHERE r.run_id = complete_and_claim.run_id AND r.status = 'succeeded'
                AND r.lease_epoch = complete_and_claim.epoch AND r.finished_at = v_now);
         IF NOT v_completed THEN
-            -- Fenced: one run.fenced and false, as complete; RQ003 for no such run.
-            v_completed := runq._refuse(complete_and_claim.run_id, complete_and_claim.epoch,
-                                        'complete', false);
+            -- Fenced (one run.fenced and false; RQ003 for no such run), or a
+            -- run with a family, whose end cancels its children or wakes its
+            -- parent: runq.complete decides either.
+            v_completed := runq.complete(complete_and_claim.run_id, complete_and_claim.epoch,
+                                         complete_and_claim.result);
         END IF;
     -- One of the two NULL: complete raises 22023 naming it.
     ELSIF complete_and_claim.run_id IS NOT NULL OR complete_and_claim.epoch IS NOT NULL THEN

@@ -1,4 +1,5 @@
 -- Deploy runq:function_complete_many to pg
+-- requires: function__wake_parents
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: function__answer_batch
@@ -28,8 +29,10 @@ CREATE OR REPLACE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[],
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_now  timestamptz := clock_timestamp();
-    v_done bigint[];
+    v_now     timestamptz := clock_timestamp();
+    v_done    bigint[];
+    v_parents bigint[];
+    v_spawned bigint[];
 BEGIN
     WITH done AS (
         UPDATE runq.runs AS r
@@ -39,7 +42,8 @@ BEGIN
                    AS c(run_id, epoch, result)
          WHERE r.run_id = c.run_id
            AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched,
+                  r.parent_run_id, r.spawned
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
@@ -51,7 +55,11 @@ BEGIN
     -- give one slot twice. The same gate as in runq.complete.
     -- A watched run (runs.watched) notifies its watchers
     -- (runq._notify_watchers); one nobody watches pays a test of the flag.
-    SELECT array_agg(d.run_id) INTO v_done
+    -- The runs' families (child runs) are read from the rows updated.
+    SELECT array_agg(d.run_id),
+           array_agg(d.parent_run_id) FILTER (WHERE d.parent_run_id IS NOT NULL),
+           array_agg(d.run_id) FILTER (WHERE d.spawned IS NOT NULL)
+      INTO v_done, v_parents, v_spawned
       FROM done AS d
      WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
        AND (NOT EXISTS (SELECT FROM runq.limit_settings)
@@ -63,6 +71,11 @@ BEGIN
                    AND EXISTS (SELECT FROM runq.runs AS p
                                 WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
         OR runq._slot_left(d.tenant_id, d.kind));
+    -- Their live children are cancelled; a parent waiting for them may be
+    -- done waiting.
+    IF v_spawned IS NOT NULL OR v_parents IS NOT NULL THEN
+        PERFORM runq._family_ended(v_spawned, v_parents, v_now);
+    END IF;
     RETURN QUERY SELECT a.run_id, a.applied
                    FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
                                            complete_many.results, v_done, 'complete', false) AS a;

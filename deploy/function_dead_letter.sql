@@ -19,8 +19,8 @@ SET LOCAL statement_timeout = '10s';
 --
 -- max_runs is checked by runq._check_count.
 --
--- Its rows end with the run's usage totals, budget and deadline (the last
--- columns of runq.run_info); the totals come from runq.run_usage.
+-- Its rows end with the run's usage totals, budget, deadline and parent
+-- (the last columns of runq.run_info); the totals come from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql
@@ -39,7 +39,7 @@ BEGIN
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
                r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-               coalesce(u.usage, '{}'), r.budget, r.deadline
+               coalesce(u.usage, '{}'), r.budget, r.deadline, r.parent_run_id
           FROM runq.runs AS r
           LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
          WHERE r.status = 'failed'

@@ -1,4 +1,5 @@
 -- Deploy runq:function_fail to pg
+-- requires: function__wake_parents
 -- requires: table_runs
 -- requires: table_run_events
 -- requires: admission
@@ -27,8 +28,10 @@ CREATE OR REPLACE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb)
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now   timestamptz := clock_timestamp();
-    v_done  boolean;
+    v_now     timestamptz := clock_timestamp();
+    v_done    boolean;
+    v_parent  bigint;
+    v_spawned boolean;
 BEGIN
     IF fail.failure IS NULL OR jsonb_typeof(fail.failure) <> 'object'
        OR jsonb_typeof(fail.failure -> 'code') IS DISTINCT FROM 'string'
@@ -48,7 +51,8 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = fail.run_id
            AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched
+        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched,
+                  r.parent_run_id, r.spawned
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
@@ -57,11 +61,18 @@ BEGIN
     -- The run's slot is handed on when a limit is set (runq._slot_left).
     -- A watched run (runs.watched) notifies its watchers
     -- (runq._notify_watchers); one nobody watches pays a test of the flag.
-    SELECT true INTO v_done
+    -- Its family (child runs) is read from the row updated.
+    SELECT true, f.parent_run_id, f.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
       FROM failed AS f
      WHERE (f.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[f.run_id]))
        AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind));
     IF v_done THEN
+        -- Its live children are cancelled; a parent waiting for it may be
+        -- done waiting.
+        IF v_spawned OR v_parent IS NOT NULL THEN
+            PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[fail.run_id] END,
+                                       CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+        END IF;
         RETURN true;
     END IF;
     RETURN runq._refuse(fail.run_id, fail.epoch, 'fail', false);

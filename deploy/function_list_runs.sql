@@ -34,7 +34,7 @@ SET LOCAL statement_timeout = '10s';
 -- index (one probe per kind), not by reading its entries.
 -- Raises 22023 (an unknown status, an empty or over-long tenant_id or kind,
 -- max_runs NULL or below 1).
-CREATE FUNCTION runq.list_runs(status text DEFAULT NULL, tenant_id text DEFAULT NULL,
+CREATE OR REPLACE FUNCTION runq.list_runs(status text DEFAULT NULL, tenant_id text DEFAULT NULL,
                                kind text DEFAULT NULL, before_run_id bigint DEFAULT NULL,
                                max_runs integer DEFAULT 50)
     RETURNS SETOF runq.run_info
@@ -47,8 +47,8 @@ DECLARE
     v_before bigint := coalesce(list_runs.before_run_id, 9223372036854775807);
     -- The statuses the list indexes hold: every one but running.
     v_statuses text[] := CASE WHEN list_runs.status IS NULL
-                              THEN ARRAY['queued', 'waiting_for_user', 'succeeded', 'failed',
-                                         'cancelled']
+                              THEN ARRAY['queued', 'waiting_for_user', 'waiting_for_children',
+                                         'succeeded', 'failed', 'cancelled']
                               WHEN list_runs.status = 'running' THEN '{}'
                               ELSE ARRAY[list_runs.status] END;
     v_kinds text[];
@@ -58,7 +58,7 @@ BEGIN
     -- (deploy/argument_checks).
     IF (list_runs.status IS NULL
         OR runq._check_choice('status', list_runs.status,
-                              'queued, running, waiting_for_user, succeeded, failed, cancelled'))
+                              'queued, running, waiting_for_user, waiting_for_children, succeeded, failed, cancelled'))
        AND runq._check_identifier('tenant_id', list_runs.tenant_id, true)
        AND runq._check_identifier('kind', list_runs.kind, true)
        AND runq._check_count('max_runs', list_runs.max_runs) THEN
@@ -137,7 +137,7 @@ BEGIN
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
                r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-               coalesce(u.usage, '{}'), r.budget, r.deadline
+               coalesce(u.usage, '{}'), r.budget, r.deadline, r.parent_run_id
           FROM (SELECT i.id FROM unnest(v_ids) AS i(id)
                  ORDER BY i.id DESC LIMIT list_runs.max_runs) AS page
           JOIN runq.runs AS r ON r.run_id = page.id

@@ -1,10 +1,6 @@
 -- Deploy runq:function_record_usage to pg
--- requires: table_run_usage
--- requires: domain_event_type
--- requires: argument_check_usage
--- requires: function__refuse
--- requires: role_runq_worker
--- requires: role_runq_admin
+-- requires: function_record_usage@v0.2.0
+-- requires: columns_runs_parent
 
 BEGIN;
 
@@ -23,7 +19,12 @@ SET LOCAL statement_timeout = '10s';
 -- orders concurrent recorders, so the sums are exact), and the event. The
 -- answer is the fence's, as of the statement's snapshot: false when the
 -- caller no longer holds the run (one run.fenced).
-CREATE FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb)
+-- Budgets roll up (child runs): the usage is added to the totals of the run
+-- and of each of its ancestors, nearest first, so that concurrent recorders
+-- of one family lock the rows of runq.run_usage in one order. The event
+-- stays on the run: runq.usage_report counts it once. An ancestor purged
+-- meanwhile takes no totals.
+CREATE OR REPLACE FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -41,15 +42,27 @@ BEGIN
         PERFORM runq._bad_argument('epoch', 'given', record_usage.epoch);
     END IF;
 
-    WITH run AS (
-        SELECT r.run_id, r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
+    WITH RECURSIVE run AS (
+        SELECT r.run_id, r.parent_run_id,
+               r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
           FROM runq.runs AS r
          WHERE r.run_id = record_usage.run_id
            AND record_usage.epoch BETWEEN 1 AND r.lease_epoch
            FOR KEY SHARE
+    ), ancestors (run_id, depth) AS (
+        SELECT run.parent_run_id, 1 FROM run WHERE run.parent_run_id IS NOT NULL
+        UNION ALL
+        SELECT r.parent_run_id, a.depth + 1
+          FROM ancestors AS a JOIN runq.runs AS r ON r.run_id = a.run_id
+         WHERE r.parent_run_id IS NOT NULL
     ), added AS (
         INSERT INTO runq.run_usage AS t (run_id, usage)
-        SELECT run.run_id, record_usage.usage FROM run
+        SELECT x.run_id, record_usage.usage
+          FROM (SELECT run.run_id, 0 AS depth FROM run
+                UNION ALL
+                SELECT a.run_id, a.depth FROM ancestors AS a
+                 WHERE EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = a.run_id)) AS x
+         ORDER BY x.depth
             ON CONFLICT ON CONSTRAINT run_usage_pkey DO UPDATE
            SET usage = t.usage || (SELECT jsonb_object_agg(u.key, coalesce((t.usage -> u.key)::numeric, 0)
                                                                   + u.value::numeric)
@@ -82,7 +95,7 @@ REVOKE ALL ON FUNCTION runq.record_usage(bigint, bigint, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.record_usage(bigint, bigint, jsonb) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.record_usage(bigint, bigint, jsonb) IS
-$c$Record what a model or tool call of the run spent: usage is an object of non-negative numbers, e.g. {"input_tokens": 1200, "output_tokens": 310, "cost_usd": 0.0123} (keys are free). Each value is added to the run's totals (exact numeric sums; runq.get_run and runq.claim show them as usage) and one run.usage event (payload: usage) is logged under epoch. Recorded even from a fenced epoch, and after the run finished, for any epoch the run was claimed with: spend is a fact whoever holds the run now. Not stopped by a cancel flag, the deadline or the budget. Returns true when the run is running under epoch, else false (fenced: one run.fenced event).
+$c$Record what a model or tool call of the run spent: usage is an object of non-negative numbers, e.g. {"input_tokens": 1200, "output_tokens": 310, "cost_usd": 0.0123} (keys are free). Each value is added to the run's totals and to those of each of its ancestors (child runs: runq.spawn) (exact numeric sums; runq.get_run and runq.claim show them as usage) and one run.usage event (payload: usage) is logged under epoch. Recorded even from a fenced epoch, and after the run finished, for any epoch the run was claimed with: spend is a fact whoever holds the run now. Not stopped by a cancel flag, the deadline or the budget. Returns true when the run is running under epoch, else false (fenced: one run.fenced event).
 Raises 22023 (usage not a non-empty object of non-negative numbers, NULL run_id or epoch, an epoch the run never had: 0, negative or above its current one), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -1,13 +1,6 @@
 -- Deploy runq:function_redrive to pg
--- requires: table_runs
--- requires: table_run_events
--- requires: index_runs_session_active
--- requires: role_runq_admin
--- requires: argument_checks
--- requires: admission
--- requires: columns_runs_deadline
--- requires: column_runs_schedule
--- requires: index_runs_schedule_active
+-- requires: function_redrive@v0.2.0
+-- requires: columns_runs_parent
 
 BEGIN;
 
@@ -17,7 +10,7 @@ SET LOCAL statement_timeout = '10s';
 -- Called by operators to take a run out of the dead letter. Locks the run.
 -- The session rule still holds: the partial unique index refuses the requeue
 -- when the session has another active run, and that becomes RQ002.
--- Raises RQ002, RQ003, RQ004 (not failed).
+-- Raises RQ002, RQ003, RQ004 (not failed; a child of a terminal parent).
 --
 -- A NULL or missing run is reported by runq._run_not_found, which every
 -- function that looks a run up shares.
@@ -30,6 +23,12 @@ SET LOCAL statement_timeout = '10s';
 -- schedule has another non-terminal run, by runs_schedule_active_key as the
 -- session's run is by runs_session_active_key; the unique violation names
 -- its index, and the RQ002 names the schedule and its live run.
+--
+-- A child run (runq.spawn) serves its parent: redriven only while the parent
+-- is not terminal (RQ004 naming it; a purged parent was terminal). The parent
+-- is locked FOR SHARE, so that a parent ending now either ends first (and
+-- this raises) or waits for this commit, and then finds the child live and
+-- cancels it. The child's fresh deadline is no later than the parent's.
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -46,9 +45,13 @@ DECLARE
     v_schedule text;
     v_active   bigint;
     v_index    text;
+    v_parent   bigint;
+    v_pstatus  text;
+    v_pdead    timestamptz;
 BEGIN
-    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule
-      INTO v_status, v_tenant, v_session, v_failure, v_schedule
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule,
+           r.parent_run_id
+      INTO v_status, v_tenant, v_session, v_failure, v_schedule, v_parent
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id
        FOR UPDATE;
@@ -60,6 +63,18 @@ BEGIN
             MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
             HINT = 'Only a run in the dead letter can be redriven.';
     END IF;
+    IF v_parent IS NOT NULL THEN
+        SELECT p.status::text, p.deadline INTO v_pstatus, v_pdead
+          FROM runq.runs AS p
+         WHERE p.run_id = v_parent
+           FOR SHARE;
+        IF v_pstatus IS NULL OR v_pstatus IN ('succeeded', 'failed', 'cancelled') THEN
+            RAISE EXCEPTION USING ERRCODE = 'RQ004',
+                MESSAGE = format('run %s is a child of run %s, which is %s', redrive.run_id, v_parent,
+                                 coalesce(v_pstatus, 'purged')),
+                HINT = 'A child serves its parent: redrive the parent, which spawns its children again under new keys.';
+        END IF;
+    END IF;
 
     BEGIN
         UPDATE runq.runs AS r
@@ -69,8 +84,9 @@ BEGIN
                expires_at = v_now + r.queue_ttl,
                -- missed its deadline, or its deadline has passed since: a fresh
                -- window (else the next sweep would fail it again at once)
+               -- (a child's no later than its parent's)
                deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
-                               THEN v_now + r.timeout ELSE r.deadline END
+                               THEN least(v_now + r.timeout, v_pdead) ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
         GET STACKED DIAGNOSTICS v_index = CONSTRAINT_NAME;
@@ -78,7 +94,7 @@ BEGIN
             SELECT r.run_id INTO v_active
               FROM runq.runs AS r
              WHERE r.schedule = v_schedule
-               AND r.status IN ('queued', 'running', 'waiting_for_user');
+               AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
             RAISE EXCEPTION USING ERRCODE = 'RQ002',
                 MESSAGE = format('schedule %s already has active run %s', v_schedule, v_active),
                 DETAIL = format('Run %s holds the schedule''s one non-terminal run.', v_active),
@@ -87,7 +103,7 @@ BEGIN
         SELECT r.run_id INTO v_active
           FROM runq.runs AS r
          WHERE r.tenant_id = v_tenant AND r.session_id = v_session
-           AND r.status IN ('queued', 'running', 'waiting_for_user');
+           AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
         RAISE EXCEPTION USING ERRCODE = 'RQ002',
             MESSAGE = format('session %s of tenant %s already has active run %s',
                              v_session, v_tenant, v_active),
@@ -115,6 +131,6 @@ GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
 
 COMMENT ON FUNCTION runq.redrive(bigint, text) IS
 $c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
-Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
+Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed, or it is a child run whose parent is terminal).$c$;
 
 COMMIT;

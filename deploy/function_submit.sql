@@ -1,17 +1,6 @@
 -- Deploy runq:function_submit to pg
--- requires: table_runs
+-- requires: function_submit@v0.2.0
 -- requires: index_runs_session_active
--- requires: table_run_events
--- requires: table_idempotency_keys
--- requires: function__request_hash
--- requires: function__deliver_input
--- requires: role_runq_client
--- requires: role_runq_admin
--- requires: argument_checks
--- requires: argument_check_usage
--- requires: column_runs_budget
--- requires: columns_runs_deadline
--- requires: trigger_runs_wake
 
 BEGIN;
 
@@ -25,7 +14,8 @@ SET LOCAL statement_timeout = '10s';
 --      second waits for the first and then sees its outcome.
 --   2. the session's active run is waiting_for_user -> the payload is its
 --      input, 'input_delivered' (locks that run).
---   3. the session's active run is queued or running -> RQ002.
+--   3. the session's active run is queued, running or waiting for its
+--      children (runq.wait_children) -> RQ002.
 --   4. a new queued run, 'created'. The partial unique index is the arbiter:
 --      a concurrent submit that won the session makes this one RQ002.
 -- Raises 22023 for bad arguments, RQ001, RQ002. Notifies channel runq.
@@ -33,16 +23,7 @@ SET LOCAL statement_timeout = '10s';
 -- The arguments are checked by the shared checks of argument_checks.
 -- runq.purge deletes keys: a key deleted between the insert that met it and
 -- the read of it is taken again, instead of answering 'duplicate' with no run.
---
--- budget and timeout come last, with defaults, so that a call without them
--- (by name or by position) means what a call of the signature without them
--- meant; both enter the request hash. That signature is dropped (with its
--- grants). What squawk warns of, a client broken by the drop, cannot happen
--- here: every call without them, positional or named, resolves to this one
--- through the defaults.
--- squawk-ignore ban-drop-function
-DROP FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval);
-CREATE FUNCTION runq.submit(
+CREATE OR REPLACE FUNCTION runq.submit(
     tenant_id        text,
     kind             text,
     payload          jsonb       DEFAULT '{}',
@@ -137,7 +118,7 @@ BEGIN
           FROM runq.runs AS r
          WHERE r.tenant_id = submit.tenant_id
            AND r.session_id = submit.session_id
-           AND r.status IN ('queued', 'running', 'waiting_for_user')
+           AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
            FOR UPDATE;
         IF v_status = 'waiting_for_user' THEN
             PERFORM runq._deliver_input(v_active, submit.payload, v_now);
@@ -165,7 +146,7 @@ BEGIN
                     submit.kind, submit.principal_id, submit.payload,
                     submit.budget, submit.timeout, v_now + submit.timeout)
             ON CONFLICT (tenant_id, session_id)
-               WHERE status IN ('queued', 'running', 'waiting_for_user')
+               WHERE status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
                  AND session_id IS NOT NULL
                DO NOTHING
             RETURNING r.run_id
@@ -187,7 +168,7 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.tenant_id = submit.tenant_id
                AND r.session_id = submit.session_id
-               AND r.status IN ('queued', 'running', 'waiting_for_user');
+               AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
             RAISE EXCEPTION USING ERRCODE = 'RQ002',
                 MESSAGE = format('session %s of tenant %s already has active run %s',
                                  submit.session_id, submit.tenant_id, v_active),

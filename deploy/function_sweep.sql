@@ -1,4 +1,5 @@
 -- Deploy runq:function_sweep to pg
+-- requires: function__wake_parents
 -- requires: table_runs
 -- requires: index_runs_held
 -- requires: index_runs_queue_expiry
@@ -60,6 +61,9 @@ DECLARE
     v_failed   bigint[];  -- failed by a pass below, and
     v_tenants  text[];    --   the keys of those of them that held a slot
     v_kinds    text[];
+    v_due      bigint[];  -- waiting_for_children past their deadline
+    v_spawned  bigint[];  -- ended by a pass below with children, and
+    v_parents  bigint[];  --   the parents of those ended with one
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -89,13 +93,26 @@ BEGIN
     -- runs_deadline_idx.
     v_left := sweep.max_runs - cardinality(v_expired);
     IF v_left > 0 THEN
+        -- A run waiting for its children is locked after its live
+        -- descendants, deepest first (runq._cancel_children says why).
+        SELECT array_agg(x.run_id) INTO v_due
+          FROM (SELECT r.run_id
+                  FROM runq.runs AS r
+                 WHERE r.deadline IS NOT NULL
+                   AND r.status = 'waiting_for_children'
+                   AND r.deadline <= v_now
+                 ORDER BY r.deadline, r.run_id
+                 LIMIT v_left) AS x;
+        IF v_due IS NOT NULL THEN
+            PERFORM runq._lock_descendants(v_due);
+        END IF;
         SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
-               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'waiting_for_user'), '{}')
+               coalesce(array_agg(x.run_id) FILTER (WHERE x.status <> 'queued'), '{}')
           INTO v_queued, v_waiting
           FROM (SELECT r.run_id, r.status
                   FROM runq.runs AS r
                  WHERE r.deadline IS NOT NULL
-                   AND r.status IN ('queued', 'waiting_for_user')
+                   AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
                    AND r.deadline <= v_now
                  ORDER BY r.deadline, r.run_id
                  LIMIT v_left
@@ -113,7 +130,8 @@ BEGIN
             -- An admitted queued run held a slot of its keys' limits; a
             -- parked or a waiting one held none.
             RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind,
-                      r.run_id = ANY (v_queued) AND NOT r.parked AS held_slot
+                      r.run_id = ANY (v_queued) AND NOT r.parked AS held_slot,
+                      r.spawned, r.parent_run_id
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
             SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
@@ -121,13 +139,16 @@ BEGIN
         )
         SELECT coalesce(array_agg(f.run_id ORDER BY f.run_id), '{}'),
                coalesce(array_agg(f.tenant_id::text) FILTER (WHERE f.held_slot), '{}'),
-               coalesce(array_agg(f.kind::text) FILTER (WHERE f.held_slot), '{}')
-          INTO v_failed, v_tenants, v_kinds
+               coalesce(array_agg(f.kind::text) FILTER (WHERE f.held_slot), '{}'),
+               array_agg(f.run_id) FILTER (WHERE f.spawned IS NOT NULL),
+               array_agg(f.parent_run_id) FILTER (WHERE f.parent_run_id IS NOT NULL)
+          INTO v_failed, v_tenants, v_kinds, v_spawned, v_parents
           FROM failed AS f;
         PERFORM runq._slot_left(k.tenant_id, k.kind)
            FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
           WHERE EXISTS (SELECT FROM runq.limit_settings);
         PERFORM runq._notify_watchers(v_failed);
+        PERFORM runq._family_ended(v_spawned, v_parents, v_now);
         RETURN QUERY SELECT f.run_id, 'deadline_exceeded'::text FROM unnest(v_failed) AS f (run_id);
     END IF;
 
@@ -152,7 +173,8 @@ BEGIN
                    finished_at = v_now, updated_at = v_now
              -- an array, not a join, so no plan can hash all of runs
              WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
-            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.parked
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.parked,
+                      r.spawned, r.parent_run_id
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
             SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
@@ -160,9 +182,12 @@ BEGIN
         )
         SELECT coalesce(array_agg(x.run_id ORDER BY x.run_id), '{}'),
                coalesce(array_agg(x.tenant_id::text) FILTER (WHERE NOT x.parked), '{}'),
-               coalesce(array_agg(x.kind::text) FILTER (WHERE NOT x.parked), '{}')
-          INTO v_failed, v_tenants, v_kinds
+               coalesce(array_agg(x.kind::text) FILTER (WHERE NOT x.parked), '{}'),
+               array_agg(x.run_id) FILTER (WHERE x.spawned IS NOT NULL),
+               array_agg(x.parent_run_id) FILTER (WHERE x.parent_run_id IS NOT NULL)
+          INTO v_failed, v_tenants, v_kinds, v_spawned, v_parents
           FROM expired AS x;
+        PERFORM runq._family_ended(v_spawned, v_parents, v_now);
         -- An expired run that was admitted leaves its slot to the next.
         PERFORM runq._slot_left(k.tenant_id, k.kind)
            FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
@@ -187,7 +212,7 @@ REVOKE ALL ON FUNCTION runq.sweep(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.sweep(integer) TO runq_worker, runq_admin;
 
 COMMENT ON FUNCTION runq.sweep(integer) IS
-$c$Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy), and forgets the watches (runq.watch) of sessions that ended. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
+$c$Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running, waiting_for_user or waiting_for_children run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy), and forgets the watches (runq.watch) of sessions that ended. A run that ends here cancels its children not yet terminal (reason parent_finished), and a child that ends here may queue its parent again (run.children_done). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
 Raises 22023 (max_runs NULL or below 1).$c$;
 
 COMMIT;

@@ -1,29 +1,35 @@
 -- Deploy runq:index_runs_schedule_active to pg
--- requires: column_runs_schedule
--- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it; reads and writes go on.
+-- requires: index_runs_schedule_active@v0.2.0
+-- requires: domain_run_status
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it and for the swap; reads and writes go on.
 
--- At most one non-terminal run per schedule, enforced by a constraint
--- (docs/contract.md "Schedules": the overlap guard), as runs_session_active_key
--- does for a session: runq.tick inserts a slot's run ON CONFLICT on this
--- index, so two ticks, or a tick and a redrive, can never give one schedule
--- two live runs, whatever the code above them does. waiting_for_user holds
--- the slot too. A run without a schedule takes no entry, so a queue that
--- uses no schedules pays nothing here.
+-- At most one non-terminal run per schedule, now counting a run that waits
+-- for its children (runq.wait_children): the schedule's overlap guard holds
+-- while its run waits for them.
 --
--- No BEGIN/COMMIT: CREATE INDEX CONCURRENTLY cannot run in a transaction.
--- What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which submits, claims,
--- heartbeats and completes do not conflict with, for the whole build (two
--- scans of runs), and it waits for every transaction already open. Neither
--- wait blocks a writer, so no timeout: one would only leave an INVALID index
--- behind. A failed build leaves one too (an INVALID unique index enforces
--- nothing); this script drops such a leftover first, so deploying again is
--- the remedy. The column is new, so no existing run can violate it.
+-- Built beside the old index under a new name, then swapped in: the old one
+-- answers (and enforces) until the new one is valid.
+-- No BEGIN/COMMIT: CREATE and DROP INDEX CONCURRENTLY cannot run in a
+-- transaction. What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which
+-- submits, claims, heartbeats and completes do not conflict with, for the
+-- whole build (two scans of runs: minutes on 100 million runs), and it waits
+-- for every transaction already open; the rename takes the same lock. No
+-- timeout: one would only leave an INVALID index behind. A failed build
+-- leaves one; this script drops such a leftover first, so deploying again is
+-- the remedy (if it failed after dropping the old index, rename the new one
+-- instead: ALTER INDEX runq.runs_schedule_active_key_new RENAME TO runs_schedule_active_key).
 SET lock_timeout = 0;
 SET statement_timeout = 0;
 SET client_min_messages = warning;  -- no NOTICE when there is no leftover
-DROP INDEX CONCURRENTLY IF EXISTS runq.runs_schedule_active_key;
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_schedule_active_key_new;
 RESET client_min_messages;
-CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS runs_schedule_active_key ON runq.runs (schedule)
-    WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user');
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS runs_schedule_active_key_new ON runq.runs (schedule)
+    WHERE schedule IS NOT NULL
+      AND status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_schedule_active_key;
+-- The new index takes the old one's name, which no client uses: only the
+-- DBA's scripts and the tests name indexes.
+-- squawk-ignore renaming-object
+ALTER INDEX runq.runs_schedule_active_key_new RENAME TO runs_schedule_active_key;
 RESET statement_timeout;
 RESET lock_timeout;

@@ -1,13 +1,36 @@
 -- Deploy runq:index_runs_session_active to pg
--- requires: table_runs
+-- requires: index_runs_session_active@v0.2.0
+-- requires: domain_run_status
+-- Locks: SHARE UPDATE EXCLUSIVE on runq.runs for two scans of it and for the swap; reads and writes go on.
 
-BEGIN;
-
--- One non-terminal run per (tenant_id, session_id): the rule lives in the
--- schema, not in code. waiting_for_user holds the slot too; a submit to such a
--- session delivers input instead of creating a second run. Sessionless runs
--- (maintenance) never conflict and take no entry here.
-CREATE UNIQUE INDEX runs_session_active_key ON runq.runs (tenant_id, session_id)
-    WHERE status IN ('queued', 'running', 'waiting_for_user') AND session_id IS NOT NULL;
-
-COMMIT;
+-- One non-terminal run per (tenant_id, session_id), now counting a run that
+-- waits for its children (runq.wait_children): it holds its session's slot
+-- as a run waiting for its user does, and a submit to that session raises
+-- RQ002. runq.submit's ON CONFLICT names this predicate.
+--
+-- Built beside the old index under a new name, then swapped in: the old one
+-- answers (and enforces) until the new one is valid.
+-- No BEGIN/COMMIT: CREATE and DROP INDEX CONCURRENTLY cannot run in a
+-- transaction. What it locks: SHARE UPDATE EXCLUSIVE on runq.runs, which
+-- submits, claims, heartbeats and completes do not conflict with, for the
+-- whole build (two scans of runs: minutes on 100 million runs), and it waits
+-- for every transaction already open; the rename takes the same lock. No
+-- timeout: one would only leave an INVALID index behind. A failed build
+-- leaves one; this script drops such a leftover first, so deploying again is
+-- the remedy (if it failed after dropping the old index, rename the new one
+-- instead: ALTER INDEX runq.runs_session_active_key_new RENAME TO runs_session_active_key).
+SET lock_timeout = 0;
+SET statement_timeout = 0;
+SET client_min_messages = warning;  -- no NOTICE when there is no leftover
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_session_active_key_new;
+RESET client_min_messages;
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS runs_session_active_key_new ON runq.runs (tenant_id, session_id)
+    WHERE status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+      AND session_id IS NOT NULL;
+DROP INDEX CONCURRENTLY IF EXISTS runq.runs_session_active_key;
+-- The new index takes the old one's name, which no client uses: only the
+-- DBA's scripts and the tests name indexes.
+-- squawk-ignore renaming-object
+ALTER INDEX runq.runs_session_active_key_new RENAME TO runs_session_active_key;
+RESET statement_timeout;
+RESET lock_timeout;

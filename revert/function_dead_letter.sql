@@ -1,10 +1,5 @@
 -- Revert runq:function_dead_letter from pg
--- (back to dead_letter as v0.1.3 released it)
--- requires: table_runs
--- requires: index_runs_dead_letter
--- requires: type_run_info
--- requires: role_runq_admin
--- requires: argument_checks
+-- (back to the version of v0.2.0)
 
 BEGIN;
 
@@ -16,6 +11,9 @@ SET LOCAL statement_timeout = '10s';
 -- Raises 22023 (max_runs NULL or below 1).
 --
 -- max_runs is checked by runq._check_count.
+--
+-- Its rows end with the run's usage totals, budget and deadline (the last
+-- columns of runq.run_info); the totals come from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
     RETURNS SETOF runq.run_info
     LANGUAGE plpgsql
@@ -33,8 +31,10 @@ BEGIN
         SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
-               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
+               coalesce(u.usage, '{}'), r.budget, r.deadline
           FROM runq.runs AS r
+          LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
          WHERE r.status = 'failed'
          ORDER BY r.finished_at DESC, r.run_id DESC
          LIMIT dead_letter.max_runs;

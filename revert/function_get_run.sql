@@ -1,10 +1,5 @@
 -- Revert runq:function_get_run from pg
--- (back to get_run as v0.1.3 released it)
--- requires: table_runs
--- requires: type_run_info
--- requires: role_runq_client
--- requires: role_runq_admin
--- requires: argument_checks
+-- (back to the version of v0.2.0)
 
 BEGIN;
 
@@ -15,6 +10,9 @@ SET LOCAL statement_timeout = '10s';
 --
 -- A NULL or missing run is reported by runq._run_not_found, which every
 -- function that looks a run up shares.
+--
+-- Its rows end with the run's usage totals, budget and deadline (the last
+-- columns of runq.run_info); the totals come from runq.run_usage.
 CREATE OR REPLACE FUNCTION runq.get_run(run_id bigint)
     RETURNS runq.run_info
     LANGUAGE plpgsql
@@ -28,9 +26,11 @@ BEGIN
     SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
            r.priority::integer, r.attempts::integer, r.max_attempts::integer,
            r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
-           r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
+           r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
+           coalesce(u.usage, '{}'), r.budget, r.deadline
       INTO v_run
       FROM runq.runs AS r
+      LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
      WHERE r.run_id = get_run.run_id;
     IF NOT FOUND THEN
         -- A NULL run_id matches nothing, and is reported here.
@@ -44,7 +44,7 @@ REVOKE ALL ON FUNCTION runq.get_run(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.get_run(bigint) TO runq_client, runq_admin;
 
 COMMENT ON FUNCTION runq.get_run(bigint) IS
-$c$One run: run_id, tenant_id, session_id, kind, status, priority, attempts, max_attempts, scheduled_for, lease_epoch, cancel_requested, result, failure, question, created_at, updated_at, finished_at (use SELECT * FROM runq.get_run(id)).
+$c$One run: run_id, tenant_id, session_id, kind, status, priority, attempts, max_attempts, scheduled_for, lease_epoch, cancel_requested, result, failure, question, created_at, updated_at, finished_at, usage (the totals every attempt recorded, exact sums; {} when none), budget, deadline (use SELECT * FROM runq.get_run(id)).
 Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;

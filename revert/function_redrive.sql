@@ -1,10 +1,5 @@
 -- Revert runq:function_redrive from pg
--- (back to redrive as v0.1.3 released it)
--- requires: table_runs
--- requires: table_run_events
--- requires: index_runs_session_active
--- requires: role_runq_admin
--- requires: argument_checks
+-- (back to the version of v0.2.0)
 
 BEGIN;
 
@@ -18,6 +13,15 @@ SET LOCAL statement_timeout = '10s';
 --
 -- A NULL or missing run is reported by runq._run_not_found, which every
 -- function that looks a run up shares.
+--
+-- The run is admitted or parked when limits or pauses are set
+-- (runq._requeued, deploy/admission.sql); a run that failed
+-- deadline_exceeded, or whose deadline has passed, gets a fresh window.
+--
+-- A run a schedule created is refused while that
+-- schedule has another non-terminal run, by runs_schedule_active_key as the
+-- session's run is by runs_session_active_key; the unique violation names
+-- its index, and the RQ002 names the schedule and its live run.
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -31,10 +35,12 @@ DECLARE
     v_tenant   text;
     v_session  text;
     v_failure  jsonb;
+    v_schedule text;
     v_active   bigint;
+    v_index    text;
 BEGIN
-    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb
-      INTO v_status, v_tenant, v_session, v_failure
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule
+      INTO v_status, v_tenant, v_session, v_failure, v_schedule
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id
        FOR UPDATE;
@@ -52,9 +58,24 @@ BEGIN
            SET status = 'queued', attempts = 0, failure = NULL, finished_at = NULL,
                scheduled_for = NULL, cancel_requested = false, updated_at = v_now,
                -- a fresh queue_ttl window, or a run that expired would expire again
-               expires_at = v_now + r.queue_ttl
+               expires_at = v_now + r.queue_ttl,
+               -- missed its deadline, or its deadline has passed since: a fresh
+               -- window (else the next sweep would fail it again at once)
+               deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
+                               THEN v_now + r.timeout ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
+        GET STACKED DIAGNOSTICS v_index = CONSTRAINT_NAME;
+        IF v_index = 'runs_schedule_active_key' THEN
+            SELECT r.run_id INTO v_active
+              FROM runq.runs AS r
+             WHERE r.schedule = v_schedule
+               AND r.status IN ('queued', 'running', 'waiting_for_user');
+            RAISE EXCEPTION USING ERRCODE = 'RQ002',
+                MESSAGE = format('schedule %s already has active run %s', v_schedule, v_active),
+                DETAIL = format('Run %s holds the schedule''s one non-terminal run.', v_active),
+                HINT = 'Redrive once that run has finished.';
+        END IF;
         SELECT r.run_id INTO v_active
           FROM runq.runs AS r
          WHERE r.tenant_id = v_tenant AND r.session_id = v_session
@@ -73,6 +94,9 @@ BEGIN
            v_now
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id;
+    -- Back in the queue from the dead letter, it needs admitting when limits
+    -- or pauses are set (deploy/admission.sql).
+    PERFORM runq._requeued(redrive.run_id, false);
     PERFORM pg_notify('runq', '');
     RETURN true;
 END
@@ -82,7 +106,7 @@ REVOKE ALL ON FUNCTION runq.redrive(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.redrive(bigint, text) TO runq_admin;
 
 COMMENT ON FUNCTION runq.redrive(bigint, text) IS
-$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
-Raises 22023 (NULL run_id), RQ002 (its session has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
+$c$Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
+Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed).$c$;
 
 COMMIT;

@@ -1,14 +1,5 @@
 -- Revert runq:function_submit from pg
--- (back to submit as v0.1.3 released it)
--- requires: table_runs
--- requires: index_runs_session_active
--- requires: table_run_events
--- requires: table_idempotency_keys
--- requires: function__request_hash
--- requires: function__deliver_input
--- requires: role_runq_client
--- requires: role_runq_admin
--- requires: argument_checks
+-- (back to the version of v0.2.0)
 
 BEGIN;
 
@@ -30,8 +21,7 @@ SET LOCAL statement_timeout = '10s';
 -- The arguments are checked by the shared checks of argument_checks.
 -- runq.purge deletes keys: a key deleted between the insert that met it and
 -- the read of it is taken again, instead of answering 'duplicate' with no run.
-DROP FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval);
-CREATE FUNCTION runq.submit(
+CREATE OR REPLACE FUNCTION runq.submit(
     tenant_id        text,
     kind             text,
     payload          jsonb       DEFAULT '{}',
@@ -42,7 +32,9 @@ CREATE FUNCTION runq.submit(
     scheduled_for    timestamptz DEFAULT NULL,
     max_attempts     integer     DEFAULT 3,
     recovery_policy  text        DEFAULT 'resume',
-    queue_ttl        interval    DEFAULT NULL)
+    queue_ttl        interval    DEFAULT NULL,
+    budget           jsonb       DEFAULT NULL,
+    timeout          interval    DEFAULT NULL)
     RETURNS TABLE(run_id bigint, outcome text)
     LANGUAGE plpgsql
     VOLATILE
@@ -78,7 +70,9 @@ BEGIN
                                         submit.scheduled_for) END)
        AND runq._check_count('max_attempts', submit.max_attempts)
        AND runq._check_choice('recovery_policy', submit.recovery_policy, 'resume, fail, zero_work')
-       AND runq._check_duration('queue_ttl', submit.queue_ttl) THEN
+       AND runq._check_duration('queue_ttl', submit.queue_ttl)
+       AND runq._check_usage('budget', submit.budget, optional => true)
+       AND runq._check_duration('timeout', submit.timeout) THEN
     END IF;
 
     -- 1. Idempotency.
@@ -86,7 +80,7 @@ BEGIN
         v_hash := runq._request_hash(submit.kind, submit.payload, submit.session_id,
                                      submit.priority, submit.scheduled_for,
                                      submit.max_attempts, submit.recovery_policy,
-                                     submit.queue_ttl);
+                                     submit.queue_ttl, submit.budget, submit.timeout);
         -- A purge can delete the key, with its finished run, between the
         -- insert that met it and the read below: the key is free then, so
         -- this submit tries to take it again.
@@ -143,11 +137,12 @@ BEGIN
             INSERT INTO runq.runs AS r
                    (created_at, updated_at, scheduled_for, expires_at, queue_ttl,
                     max_attempts, priority, recovery_policy, tenant_id, session_id,
-                    kind, principal_id, payload)
+                    kind, principal_id, payload, budget, timeout, deadline)
             VALUES (v_now, v_now, submit.scheduled_for, v_now + submit.queue_ttl,
                     submit.queue_ttl, submit.max_attempts, submit.priority,
                     submit.recovery_policy, submit.tenant_id, submit.session_id,
-                    submit.kind, submit.principal_id, submit.payload)
+                    submit.kind, submit.principal_id, submit.payload,
+                    submit.budget, submit.timeout, v_now + submit.timeout)
             ON CONFLICT (tenant_id, session_id)
                WHERE status IN ('queued', 'running', 'waiting_for_user')
                  AND session_id IS NOT NULL
@@ -179,9 +174,6 @@ BEGIN
                 HINT = 'Wait for it to finish, or cancel it.';
         END IF;
         outcome := 'created';
-        IF submit.scheduled_for IS NULL OR submit.scheduled_for <= v_now THEN
-            PERFORM pg_notify('runq', '');
-        END IF;
     END IF;
 
     IF submit.idempotency_key IS NOT NULL THEN
@@ -198,14 +190,14 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval)
+REVOKE ALL ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval)
     TO runq_client, runq_admin;
 
-COMMENT ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval) IS
+COMMENT ON FUNCTION runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval) IS
 $c$Submit a run, or route the request to the session's waiting run.
 Returns (run_id, outcome): outcome is created, duplicate (same idempotency key and request: the original run, nothing changed) or input_delivered (the session's waiting_for_user run got payload as input and is queued again).
-priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired.
+priority: 0 interactive, 10 async, 20 maintenance (any 0..32767). recovery_policy: resume, fail or zero_work. queue_ttl: a queued run older than this fails with queue_ttl_expired. budget: limits on the run's recorded usage over all its attempts, e.g. {"cost_usd": 2.00} (runq.record_usage; begin_turn fails the run once a total reaches its limit). timeout: the run must be terminal within it (deadline = now + timeout), else it fails with deadline_exceeded. A submit that delivers input to a waiting run leaves that run's budget and timeout as they were.
 Identifiers (tenant_id, kind, session_id, idempotency_key, principal_id) are at most 256 characters.
 Raises RQ001 (idempotency key reused for another request), RQ002 (the session has a queued or running run), 22023 (bad argument).$c$;
 

@@ -43,6 +43,8 @@
 --   runq.model_calls       The journal of runs' model requests
 --                          (runq.record_model_call): response and usage per
 --                          request and epoch; applied rows are replayed.
+--   runq.spawns            Each parent's children by key (runq.spawn), with the
+--                          SHA-256 of the request that spawned each.
 --
 -- How a run flows (roles runq_client, runq_worker, runq_admin; runq_admin may
 -- call every function)
@@ -80,6 +82,12 @@
 --       or a submit to its session requeues it;
 --       runq.release -> the lease expiry brought forward, without counting
 --       the attempt (graceful shutdown).
+--       runq.wait_children -> waiting_for_children (no worker, no slot),
+--       until its last child ends and requeues it (run.children_done).
+--   Child runs: runq.spawn (worker) creates a queued child of the run held,
+--       idempotent by key per parent; its usage adds to every ancestor's
+--       totals, and a parent that ends cancels its live children;
+--       runq.children lists them.
 --   runq.sweep (worker pools on a timer, or an operator) decides every expired
 --       lease: cancelled if cancel was requested, failed when the attempts are
 --       used up or the recovery policy forbids a second run, else requeued
@@ -128,6 +136,18 @@ CREATE DOMAIN runq.attempt_limit AS integer
 	CONSTRAINT attempt_limit_check CHECK ((VALUE >= 1));
 
 COMMENT ON DOMAIN runq.attempt_limit IS 'max_attempts: how many times a run may execute, at least 1.';
+
+CREATE TYPE runq.child_info AS (
+	key text,
+	run_id bigint,
+	kind text,
+	status text,
+	result jsonb,
+	failure jsonb,
+	usage jsonb
+);
+
+COMMENT ON TYPE runq.child_info IS 'A row of runq.children: the key a child was spawned under, its run_id, kind, status, result, failure, and usage totals (its descendants'' included).';
 
 CREATE TYPE runq.completed_and_claimed AS (
 	completed boolean,
@@ -246,15 +266,15 @@ CREATE TYPE runq.run_info AS (
 	finished_at timestamp with time zone,
 	usage jsonb,
 	budget jsonb,
-	deadline timestamp with time zone
+	deadline timestamp with time zone,
+	parent_run_id bigint
 );
 
 COMMENT ON TYPE runq.run_info IS 'One run as runq.get_run shows it.';
 
-CREATE DOMAIN runq.run_status AS text
-	CONSTRAINT run_status_check CHECK ((VALUE = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text])));
+CREATE DOMAIN runq.run_status AS text;
 
-COMMENT ON DOMAIN runq.run_status IS 'A run''s status: queued, running, waiting_for_user (non-terminal), succeeded, failed, cancelled (terminal).';
+COMMENT ON DOMAIN runq.run_status IS 'A run''s status: queued, running, waiting_for_user, waiting_for_children (non-terminal), succeeded, failed, cancelled (terminal).';
 
 CREATE DOMAIN runq.tool_call_status AS text
 	CONSTRAINT tool_call_status_check CHECK ((VALUE = ANY (ARRAY['started'::text, 'finished'::text, 'retryable'::text, 'uncertain'::text])));
@@ -379,6 +399,28 @@ $$;
 
 COMMENT ON FUNCTION runq._admit_parked(scope text, key text, wait boolean) IS 'Admits parked runs of one limited key in claim order while it has room; returns how many.';
 
+CREATE FUNCTION runq._ancestor_overrun(run_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN (WITH RECURSIVE up (run_id, parent_run_id, budget, depth) AS (
+                SELECT r.run_id, r.parent_run_id, r.budget, 1
+                  FROM runq.runs AS r WHERE r.run_id = _ancestor_overrun.run_id
+                UNION ALL
+                SELECT r.run_id, r.parent_run_id, r.budget, up.depth + 1
+                  FROM up JOIN runq.runs AS r ON r.run_id = up.parent_run_id
+            )
+            SELECT o.overrun
+              FROM up, LATERAL (SELECT runq._budget_overrun(up.run_id, up.budget)) AS o (overrun)
+             WHERE up.budget IS NOT NULL AND o.overrun IS NOT NULL
+             ORDER BY up.depth
+             LIMIT 1);
+END
+$$;
+
+COMMENT ON FUNCTION runq._ancestor_overrun(run_id bigint) IS 'Internal: runq._budget_overrun of the nearest of a run and its ancestors whose budget is reached, or NULL (NULL run_id: NULL).';
+
 CREATE FUNCTION runq._answer_batch(run_ids bigint[], epochs bigint[], results jsonb[], matched bigint[], operation text, honours_cancel boolean) RETURNS TABLE(run_id bigint, applied boolean)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -435,7 +477,8 @@ CREATE FUNCTION runq._budget_overrun(run_id bigint, budget jsonb) RETURNS jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-    RETURN (SELECT jsonb_build_object('key', b.key, 'limit', b.value,
+    RETURN (SELECT jsonb_build_object('run_id', _budget_overrun.run_id, 'key', b.key,
+                                      'limit', b.value,
                                       'total', coalesce(u.usage -> b.key, '0'::jsonb))
               FROM jsonb_each(_budget_overrun.budget) WITH ORDINALITY AS b (key, value, n)
               LEFT JOIN runq.run_usage AS u ON u.run_id = _budget_overrun.run_id
@@ -445,7 +488,67 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq._budget_overrun(run_id bigint, budget jsonb) IS 'Internal: {key, limit, total} of the first key of a run''s budget whose total (runq.run_usage) reached its limit, or NULL.';
+COMMENT ON FUNCTION runq._budget_overrun(run_id bigint, budget jsonb) IS 'Internal: {run_id, key, limit, total} of the first key of a run''s budget whose total (runq.run_usage) reached its limit, or NULL.';
+
+CREATE FUNCTION runq._cancel_children(parents bigint[], at timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_parents   bigint[] := _cancel_children.parents;
+    v_cancelled bigint[];
+    v_tenants   text[];
+    v_kinds     text[];
+BEGIN
+    PERFORM runq._lock_descendants(v_parents);
+    WHILE cardinality(v_parents) > 0 LOOP
+        -- Running children: the flag, as runq.cancel sets it.
+        WITH flagged AS (
+            UPDATE runq.runs AS r
+               SET cancel_requested = true, updated_at = at
+             WHERE r.parent_run_id = ANY (v_parents) AND r.parent_run_id IS NOT NULL
+               AND r.status = 'running' AND NOT r.cancel_requested
+            RETURNING r.run_id, r.lease_epoch
+        )
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT f.run_id, f.lease_epoch, 'run.cancel_requested',
+               jsonb_build_object('reason', 'parent_finished'), at
+          FROM flagged AS f;
+
+        -- Queued and waiting children: cancelled now. They are locked
+        -- (above), so the self-join's snapshot shows the status replaced.
+        WITH cancelled AS (
+            UPDATE runq.runs AS r
+               SET status = 'cancelled', question = NULL, finished_at = at, updated_at = at
+              FROM runq.runs AS o
+             WHERE o.run_id = r.run_id
+               AND r.parent_run_id = ANY (v_parents) AND r.parent_run_id IS NOT NULL
+               AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
+            RETURNING r.run_id, r.lease_epoch, r.spawned, r.tenant_id, r.kind,
+                      o.status AS previous_status, o.parked
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT c.run_id, c.lease_epoch, 'run.cancelled',
+                   jsonb_build_object('reason', 'parent_finished',
+                                      'previous_status', c.previous_status), at
+              FROM cancelled AS c
+        )
+        SELECT coalesce(array_agg(c.run_id ORDER BY c.run_id), '{}'),
+               coalesce(array_agg(c.run_id ORDER BY c.run_id) FILTER (WHERE c.spawned IS NOT NULL), '{}'),
+               -- the keys of the admitted queued ones: they leave a slot
+               coalesce(array_agg(c.tenant_id::text) FILTER (WHERE c.previous_status = 'queued' AND NOT c.parked), '{}'),
+               coalesce(array_agg(c.kind::text) FILTER (WHERE c.previous_status = 'queued' AND NOT c.parked), '{}')
+          INTO v_cancelled, v_parents, v_tenants, v_kinds
+          FROM cancelled AS c;
+        PERFORM runq._slot_left(k.tenant_id, k.kind)
+           FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
+          WHERE EXISTS (SELECT FROM runq.limit_settings);
+        PERFORM runq._notify_watchers(v_cancelled);
+    END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION runq._cancel_children(parents bigint[], at timestamp with time zone) IS 'Internal: cancels the live children of runs that just ended (reason parent_finished): queued and waiting ones, and their own children, at once; running ones by their cancel flag.';
 
 CREATE FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[] DEFAULT NULL::jsonb[]) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE
@@ -899,6 +1002,9 @@ CREATE FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at times
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+    v_spawned bigint[];
+    v_parents bigint[];
 BEGIN
     PERFORM runq._resolve_tool_calls(_expire_leases.run_ids, _expire_leases.at);
 
@@ -991,11 +1097,37 @@ BEGIN
               WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
                 AND r.status IN ('failed', 'cancelled');
         END IF;
+        -- The runs that ended with a family (child runs): their live
+        -- children are cancelled; a parent waiting for them may be done.
+        SELECT array_agg(r.run_id) FILTER (WHERE r.spawned IS NOT NULL),
+               array_agg(r.parent_run_id) FILTER (WHERE r.parent_run_id IS NOT NULL)
+          INTO v_spawned, v_parents
+          FROM runq.runs AS r
+         WHERE r.run_id = ANY (_expire_leases.run_ids) AND r.updated_at = _expire_leases.at
+           AND r.status IN ('failed', 'cancelled')
+           AND (r.spawned IS NOT NULL OR r.parent_run_id IS NOT NULL);
+        PERFORM runq._family_ended(v_spawned, v_parents, _expire_leases.at);
     END IF;
 END
 $$;
 
 COMMENT ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) IS 'Internal: applies the lease-expiry rules to locked running runs; returns each run''s action.';
+
+CREATE FUNCTION runq._family_ended(spawned bigint[], parents bigint[], at timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF _family_ended.spawned IS NOT NULL THEN
+        PERFORM runq._cancel_children(_family_ended.spawned, _family_ended.at);
+    END IF;
+    IF _family_ended.parents IS NOT NULL THEN
+        PERFORM runq._wake_parents(_family_ended.parents, _family_ended.at);
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION runq._family_ended(spawned bigint[], parents bigint[], at timestamp with time zone) IS 'Internal: after runs ended, cancels the live children of those that spawned (runq._cancel_children), then wakes their parents (runq._wake_parents); NULL arrays: nothing to do.';
 
 CREATE FUNCTION runq._forget_watches() RETURNS integer
     LANGUAGE plpgsql
@@ -1062,6 +1194,33 @@ $$;
 
 COMMENT ON FUNCTION runq._limit_of(scope text, key text) IS 'The concurrency limit that applies to a tenant or kind: its own row, else the scope''s default; NULL when unlimited.';
 
+CREATE FUNCTION runq._lock_descendants(run_ids bigint[]) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    WITH RECURSIVE down (run_id, depth) AS (
+        SELECT c.run_id, 1
+          FROM runq.runs AS c
+         WHERE c.parent_run_id = ANY (_lock_descendants.run_ids)
+           AND c.parent_run_id IS NOT NULL
+           AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+        UNION ALL
+        SELECT c.run_id, down.depth + 1
+          FROM down
+          JOIN runq.runs AS c
+            ON c.parent_run_id = down.run_id
+           AND c.parent_run_id IS NOT NULL
+           AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+    )
+    SELECT
+      FROM runq.runs AS r
+      JOIN down ON down.run_id = r.run_id
+     ORDER BY down.depth DESC, r.run_id
+       FOR NO KEY UPDATE OF r;
+$$;
+
+COMMENT ON FUNCTION runq._lock_descendants(run_ids bigint[]) IS 'Internal: locks (FOR NO KEY UPDATE) the live descendants of these runs, deepest first: the lock order of the functions that end a parent.';
+
 CREATE FUNCTION runq._lock_settings() RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1115,12 +1274,12 @@ BEGIN
     PERFORM pg_notify('runq_run', r.run_id::text)
        FROM runq.runs AS r
       WHERE r.run_id = ANY (_notify_watchers.run_ids) AND r.watched
-        AND r.status IN ('succeeded', 'failed', 'cancelled', 'waiting_for_user');
+        AND r.status IN ('succeeded', 'failed', 'cancelled', 'waiting_for_user', 'waiting_for_children');
     RETURN true;
 END
 $$;
 
-COMMENT ON FUNCTION runq._notify_watchers(run_ids bigint[]) IS 'Internal: NOTIFY runq_run (payload: the run_id) for each of these runs that is watched (runs.watched) and terminal or waiting_for_user. Returns true.';
+COMMENT ON FUNCTION runq._notify_watchers(run_ids bigint[]) IS 'Internal: NOTIFY runq_run (payload: the run_id) for each of these runs that is watched (runs.watched) and terminal, waiting_for_user or waiting_for_children. Returns true.';
 
 CREATE FUNCTION runq._park_on_entry() RETURNS trigger
     LANGUAGE plpgsql
@@ -1265,6 +1424,8 @@ DECLARE
     v_epoch   bigint;
     v_cancel  boolean;
     v_failure jsonb;
+    v_parent  bigint;
+    v_spawned boolean;
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
@@ -1297,21 +1458,30 @@ BEGIN
                        failure = CASE WHEN v_cancel THEN NULL ELSE v_failure END,
                        lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
                  WHERE r.run_id = _refuse.run_id
-                RETURNING r.run_id, r.lease_epoch
+                RETURNING r.run_id, r.lease_epoch, r.parent_run_id, r.spawned
+            ), logged AS (
+                INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+                SELECT s.run_id, s.lease_epoch,
+                       CASE WHEN v_cancel THEN 'run.cancelled' ELSE 'run.failed' END,
+                       CASE WHEN v_cancel
+                            THEN jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation)
+                            ELSE v_failure END,
+                       v_now
+                  FROM stopped AS s
             )
-            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-            SELECT s.run_id, s.lease_epoch,
-                   CASE WHEN v_cancel THEN 'run.cancelled' ELSE 'run.failed' END,
-                   CASE WHEN v_cancel
-                        THEN jsonb_build_object('reason', 'cancel_requested', 'observed_by', operation)
-                        ELSE v_failure END,
-                   v_now
+            SELECT s.parent_run_id, s.spawned IS NOT NULL INTO v_parent, v_spawned
               FROM stopped AS s;
             PERFORM runq._resolve_tool_calls(ARRAY[_refuse.run_id], v_now);
             PERFORM runq._notify_watchers(ARRAY[_refuse.run_id]);
             PERFORM runq._slot_left(r.tenant_id, r.kind)
                FROM runq.runs AS r
               WHERE r.run_id = _refuse.run_id AND EXISTS (SELECT FROM runq.limit_settings);
+            -- Its live children are cancelled; a parent waiting for it may be
+            -- done waiting.
+            IF v_spawned OR v_parent IS NOT NULL THEN
+                PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[_refuse.run_id] END,
+                                           CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+            END IF;
             RETURN false;
         END IF;
     END IF;
@@ -1615,6 +1785,8 @@ CREATE TABLE runq.runs (
     parked boolean DEFAULT false NOT NULL,
     schedule text,
     watched boolean,
+    parent_run_id bigint,
+    spawned runq.counter,
     CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
 );
 
@@ -1646,6 +1818,10 @@ COMMENT ON COLUMN runq.runs.schedule IS 'The schedule (runq.schedule_settings.na
 
 COMMENT ON COLUMN runq.runs.watched IS 'True while some session may be watching the run (runq.watch): its transitions to a terminal status or waiting_for_user, and its output, send NOTIFY runq_run. NULL or false: nobody watches.';
 
+COMMENT ON COLUMN runq.runs.parent_run_id IS 'The run that spawned this one (runq.spawn), NULL for a run submitted. Not a foreign key: a purged parent leaves its children.';
+
+COMMENT ON COLUMN runq.runs.spawned IS 'How many children the run spawned (runq.spawn), NULL for none: the fan-out cap reads it, and a run that ends with it set cancels its live children.';
+
 CREATE FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp with time zone) RETURNS jsonb
     LANGUAGE sql STABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1660,16 +1836,21 @@ CREATE FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp wi
         WHEN gated THEN (
             SELECT jsonb_build_object(
                        'code', 'budget_exhausted',
-                       'message', format('%s reached %s of its budget of %s',
-                                         o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit'),
+                       'message', CASE WHEN (o.overrun ->> 'run_id')::bigint = (run).run_id
+                                       THEN format('%s reached %s of its budget of %s',
+                                                   o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit')
+                                       ELSE format('%s reached %s of the budget of %s of its ancestor run %s',
+                                                   o.overrun ->> 'key', o.overrun -> 'total', o.overrun -> 'limit',
+                                                   o.overrun ->> 'run_id') END,
                        'attempt', (run).attempts, 'epoch', (run).lease_epoch, 'at', at)
                    || o.overrun
-              FROM (SELECT runq._budget_overrun((run).run_id, (run).budget)) AS o (overrun)
+              FROM (SELECT coalesce(runq._budget_overrun((run).run_id, (run).budget),
+                                    runq._ancestor_overrun((run).parent_run_id))) AS o (overrun)
              WHERE o.overrun IS NOT NULL)
     END
 $$;
 
-COMMENT ON FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp with time zone) IS 'Internal: the failure a held run stops with now: deadline_exceeded, or (gated: begin_turn) budget_exhausted; NULL when neither applies.';
+COMMENT ON FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp with time zone) IS 'Internal: the failure a held run stops with now: deadline_exceeded, or (gated: begin_turn) budget_exhausted by its own budget or an ancestor''s; NULL when neither applies.';
 
 CREATE FUNCTION runq._swap_in(classes integer[], kinds text[], wanted integer) RETURNS integer
     LANGUAGE plpgsql
@@ -1818,6 +1999,55 @@ CREATE FUNCTION runq._wake_lock() RETURNS bigint
 
 COMMENT ON FUNCTION runq._wake_lock() IS 'The advisory lock key that orders a wake-up''s check of the idle mark before a claim''s last look: shared by committing wake-ups, exclusive for a moment by runq._mark_idle.';
 
+CREATE FUNCTION runq._wake_parents(parents bigint[], at timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_waiting bigint[];
+    v_done    bigint[];
+BEGIN
+    SELECT array_agg(r.run_id ORDER BY r.run_id) INTO v_waiting
+      FROM runq.runs AS r
+     WHERE r.run_id = ANY (_wake_parents.parents)
+       AND r.status = 'waiting_for_children';
+    IF v_waiting IS NULL THEN
+        RETURN;
+    END IF;
+
+    SELECT array_agg(r.run_id ORDER BY r.run_id) INTO v_waiting
+      FROM (SELECT r.run_id
+              FROM runq.runs AS r
+             WHERE r.run_id = ANY (v_waiting) AND r.status = 'waiting_for_children'
+             ORDER BY r.run_id
+               FOR NO KEY UPDATE) AS r;
+
+    WITH requeued AS (
+        UPDATE runq.runs AS r
+           SET status = 'queued', attempts = 0, updated_at = at
+         WHERE r.run_id = ANY (v_waiting)
+           AND NOT EXISTS (SELECT FROM runq.runs AS c
+                            WHERE c.parent_run_id = r.run_id AND c.parent_run_id IS NOT NULL
+                              AND c.status IN ('queued', 'running', 'waiting_for_user',
+                                               'waiting_for_children'))
+        RETURNING r.run_id, r.lease_epoch
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT q.run_id, q.lease_epoch, 'run.children_done', '{}', at
+          FROM requeued AS q
+    )
+    SELECT array_agg(q.run_id) INTO v_done FROM requeued AS q;
+    IF v_done IS NOT NULL THEN
+        -- Back from waiting, each needs admitting when limits or pauses are
+        -- set (deploy/admission.sql).
+        PERFORM runq._requeued(d.run_id, false) FROM unnest(v_done) AS d (run_id);
+        PERFORM pg_notify('runq', '');
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION runq._wake_parents(parents bigint[], at timestamp with time zone) IS 'Internal: queues again (run.children_done, attempts reset) each of these parents that waits for its children and has none left that is not terminal.';
+
 CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1952,6 +2182,7 @@ BEGIN
                                                           FROM runq.run_usage AS u
                                                          WHERE u.run_id = r.run_id),
                                                        b.value)))
+           AND (r.parent_run_id IS NULL OR runq._ancestor_overrun(r.parent_run_id) IS NULL)
         RETURNING r.run_id, r.lease_epoch, r.turns
     )
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
@@ -1965,7 +2196,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.begin_turn(run_id bigint, epoch bigint) IS 'Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run''s turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled), past the run''s deadline (it becomes failed, deadline_exceeded), or, the budget gate, once a total of the run''s usage has reached its budget (usage[k] >= budget[k]: it becomes failed, budget_exhausted, naming the key, the limit and the total).
+COMMENT ON FUNCTION runq.begin_turn(run_id bigint, epoch bigint) IS 'Record, before a chargeable model call, that a run this worker holds under epoch starts a turn (the run''s turn count grows; a run with a turn is never requeued under the zero_work policy). Returns true, or false when fenced, when cancel was requested (the run becomes cancelled), past the run''s deadline (it becomes failed, deadline_exceeded), or, the budget gate, once a total of the run''s usage has reached its budget (usage[k] >= budget[k]: it becomes failed, budget_exhausted, naming the key, the limit and the total), or the budget of one of its ancestors has (child runs: the failure names that run_id).
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.cancel(run_id bigint, reason text DEFAULT NULL::text) RETURNS text
@@ -1978,9 +2209,18 @@ DECLARE
     v_flagged boolean;
     v_epoch   bigint;
     v_parked  boolean;
+    v_parent  bigint;
+    v_spawned boolean;
 BEGIN
-    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked
-      INTO v_status, v_flagged, v_epoch, v_parked
+    -- A run with children: its live descendants are locked first, deepest
+    -- first, then the run (the lock order of runq._cancel_children, against
+    -- a child that ends and wakes this run while it waits for them).
+    IF (SELECT r.spawned IS NOT NULL FROM runq.runs AS r WHERE r.run_id = cancel.run_id) THEN
+        PERFORM runq._lock_descendants(ARRAY[cancel.run_id]);
+    END IF;
+    SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked,
+           r.parent_run_id, r.spawned IS NOT NULL
+      INTO v_status, v_flagged, v_epoch, v_parked, v_parent, v_spawned
       FROM runq.runs AS r
      WHERE r.run_id = cancel.run_id
        FOR UPDATE;
@@ -1989,7 +2229,7 @@ BEGIN
         PERFORM runq._run_not_found(cancel.run_id);
     END IF;
 
-    IF v_status IN ('queued', 'waiting_for_user') THEN
+    IF v_status IN ('queued', 'waiting_for_user', 'waiting_for_children') THEN
         UPDATE runq.runs AS r
            SET status = 'cancelled', question = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = cancel.run_id;
@@ -2004,6 +2244,12 @@ BEGIN
           WHERE r.run_id = cancel.run_id AND v_status = 'queued' AND NOT v_parked
             AND EXISTS (SELECT FROM runq.limit_settings);
         PERFORM runq._notify_watchers(ARRAY[cancel.run_id]);
+        -- Its live children are cancelled; a parent waiting for it may be
+        -- done waiting.
+        IF v_spawned OR v_parent IS NOT NULL THEN
+            PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[cancel.run_id] END,
+                                       CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+        END IF;
         RETURN 'cancelled';
     ELSIF v_status = 'running' THEN
         IF NOT v_flagged THEN
@@ -2020,7 +2266,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.cancel(run_id bigint, reason text) IS 'Cancel a run. Returns cancelled (it was queued or waiting_for_user), cancel_requested (it is running: the worker''s next heartbeat returns false and the run becomes cancelled then) or already_terminal (nothing changed).
+COMMENT ON FUNCTION runq.cancel(run_id bigint, reason text) IS 'Cancel a run. Returns cancelled (it was queued, waiting_for_user or waiting_for_children; its children not yet terminal are cancelled with it, reason parent_finished), cancel_requested (it is running: the worker''s next heartbeat returns false and the run becomes cancelled then) or already_terminal (nothing changed).
 Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) RETURNS boolean
@@ -2062,6 +2308,28 @@ $$;
 
 COMMENT ON FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) IS 'Record the loop state of a run this worker holds under epoch, at a tool-invocation boundary; the next claim of the run returns the newest checkpoint. Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run''s deadline (it becomes failed, deadline_exceeded).
 Raises 22023 (NULL run_id, epoch or state), RQ003 (no such run).';
+
+CREATE FUNCTION runq.children(run_id bigint) RETURNS SETOF runq.child_info
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT s.key, c.run_id, c.kind::text, c.status::text, c.result, c.failure::jsonb,
+           coalesce(u.usage, '{}'::jsonb)
+      FROM runq.spawns AS s
+      JOIN runq.runs AS c ON c.run_id = s.run_id
+      LEFT JOIN runq.run_usage AS u ON u.run_id = s.run_id
+     WHERE s.parent_run_id = children.run_id
+     ORDER BY s.run_id;
+    IF NOT FOUND AND NOT EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = children.run_id) THEN
+        PERFORM runq._run_not_found(children.run_id);
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION runq.children(run_id bigint) IS 'The run''s children (runq.spawn) in spawn order, as runq.child_info rows: key, run_id, kind, status, result, failure, and usage (the child''s totals, its descendants'' included; {} when none). Not fenced: it reads.
+Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE FUNCTION runq.claim(classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, max_runs integer DEFAULT 1, kinds text[] DEFAULT NULL::text[]) RETURNS TABLE(run_id bigint, epoch bigint, tenant_id text, session_id text, kind text, priority integer, payload jsonb, attempt integer, checkpoint jsonb, inputs jsonb, resumed boolean, lease_expires_at timestamp with time zone, deadline timestamp with time zone, budget jsonb, usage jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -2256,8 +2524,10 @@ CREATE FUNCTION runq.complete(run_id bigint, epoch bigint, result jsonb DEFAULT 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now   timestamptz := clock_timestamp();
-    v_done  boolean;
+    v_now     timestamptz := clock_timestamp();
+    v_done    boolean;
+    v_parent  bigint;
+    v_spawned boolean;
 BEGIN
     WITH done AS (
         UPDATE runq.runs AS r
@@ -2265,7 +2535,8 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = complete.run_id
            AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched,
+                  r.parent_run_id, r.spawned
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
@@ -2278,7 +2549,9 @@ BEGIN
     -- (~50 us a run). The same gate as in runq.complete_many.
     -- A watched run (runs.watched) notifies its watchers
     -- (runq._notify_watchers); one nobody watches pays a test of the flag.
-    SELECT true INTO v_done
+    -- Its family (child runs) is read from the row updated: a run with none
+    -- pays a test of two columns.
+    SELECT true, d.parent_run_id, d.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
       FROM done AS d
      WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
        AND (NOT EXISTS (SELECT FROM runq.limit_settings)
@@ -2291,6 +2564,12 @@ BEGIN
                                 WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
         OR runq._slot_left(d.tenant_id, d.kind));
     IF v_done THEN
+        -- Its live children are cancelled; a parent waiting for it may be
+        -- done waiting.
+        IF v_spawned OR v_parent IS NOT NULL THEN
+            PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[complete.run_id] END,
+                                       CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+        END IF;
         RETURN true;
     END IF;
     RETURN runq._refuse(complete.run_id, complete.epoch, 'complete', false);
@@ -2331,6 +2610,8 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.run_id = complete_and_claim.run_id
                AND r.status = 'running' AND r.lease_epoch = complete_and_claim.epoch  -- fence
+               -- A run with a family (child runs) takes runq.complete below.
+               AND r.parent_run_id IS NULL AND r.spawned IS NULL
                FOR UPDATE
         ), picked AS (
             -- runq.claim's pick, and only once the run given is held.
@@ -2403,9 +2684,11 @@ BEGIN
              WHERE r.run_id = complete_and_claim.run_id AND r.status = 'succeeded'
                AND r.lease_epoch = complete_and_claim.epoch AND r.finished_at = v_now);
         IF NOT v_completed THEN
-            -- Fenced: one run.fenced and false, as complete; RQ003 for no such run.
-            v_completed := runq._refuse(complete_and_claim.run_id, complete_and_claim.epoch,
-                                        'complete', false);
+            -- Fenced (one run.fenced and false; RQ003 for no such run), or a
+            -- run with a family, whose end cancels its children or wakes its
+            -- parent: runq.complete decides either.
+            v_completed := runq.complete(complete_and_claim.run_id, complete_and_claim.epoch,
+                                         complete_and_claim.result);
         END IF;
     -- One of the two NULL: complete raises 22023 naming it.
     ELSIF complete_and_claim.run_id IS NOT NULL OR complete_and_claim.epoch IS NOT NULL THEN
@@ -2438,8 +2721,10 @@ CREATE FUNCTION runq.complete_many(run_ids bigint[], epochs bigint[], results js
     AS $$
 #variable_conflict use_column
 DECLARE
-    v_now  timestamptz := clock_timestamp();
-    v_done bigint[];
+    v_now     timestamptz := clock_timestamp();
+    v_done    bigint[];
+    v_parents bigint[];
+    v_spawned bigint[];
 BEGIN
     WITH done AS (
         UPDATE runq.runs AS r
@@ -2449,7 +2734,8 @@ BEGIN
                    AS c(run_id, epoch, result)
          WHERE r.run_id = c.run_id
            AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched
+        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched,
+                  r.parent_run_id, r.spawned
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
@@ -2461,7 +2747,11 @@ BEGIN
     -- give one slot twice. The same gate as in runq.complete.
     -- A watched run (runs.watched) notifies its watchers
     -- (runq._notify_watchers); one nobody watches pays a test of the flag.
-    SELECT array_agg(d.run_id) INTO v_done
+    -- The runs' families (child runs) are read from the rows updated.
+    SELECT array_agg(d.run_id),
+           array_agg(d.parent_run_id) FILTER (WHERE d.parent_run_id IS NOT NULL),
+           array_agg(d.run_id) FILTER (WHERE d.spawned IS NOT NULL)
+      INTO v_done, v_parents, v_spawned
       FROM done AS d
      WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
        AND (NOT EXISTS (SELECT FROM runq.limit_settings)
@@ -2473,6 +2763,11 @@ BEGIN
                    AND EXISTS (SELECT FROM runq.runs AS p
                                 WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
         OR runq._slot_left(d.tenant_id, d.kind));
+    -- Their live children are cancelled; a parent waiting for them may be
+    -- done waiting.
+    IF v_spawned IS NOT NULL OR v_parents IS NOT NULL THEN
+        PERFORM runq._family_ended(v_spawned, v_parents, v_now);
+    END IF;
     RETURN QUERY SELECT a.run_id, a.applied
                    FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
                                            complete_many.results, v_done, 'complete', false) AS a;
@@ -2606,7 +2901,7 @@ BEGIN
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
                r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-               coalesce(u.usage, '{}'), r.budget, r.deadline
+               coalesce(u.usage, '{}'), r.budget, r.deadline, r.parent_run_id
           FROM runq.runs AS r
           LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
          WHERE r.status = 'failed'
@@ -2761,8 +3056,10 @@ CREATE FUNCTION runq.fail(run_id bigint, epoch bigint, failure jsonb) RETURNS bo
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now   timestamptz := clock_timestamp();
-    v_done  boolean;
+    v_now     timestamptz := clock_timestamp();
+    v_done    boolean;
+    v_parent  bigint;
+    v_spawned boolean;
 BEGIN
     IF fail.failure IS NULL OR jsonb_typeof(fail.failure) <> 'object'
        OR jsonb_typeof(fail.failure -> 'code') IS DISTINCT FROM 'string'
@@ -2782,7 +3079,8 @@ BEGIN
                lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
          WHERE r.run_id = fail.run_id
            AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched
+        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched,
+                  r.parent_run_id, r.spawned
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
@@ -2791,11 +3089,18 @@ BEGIN
     -- The run's slot is handed on when a limit is set (runq._slot_left).
     -- A watched run (runs.watched) notifies its watchers
     -- (runq._notify_watchers); one nobody watches pays a test of the flag.
-    SELECT true INTO v_done
+    -- Its family (child runs) is read from the row updated.
+    SELECT true, f.parent_run_id, f.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
       FROM failed AS f
      WHERE (f.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[f.run_id]))
        AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind));
     IF v_done THEN
+        -- Its live children are cancelled; a parent waiting for it may be
+        -- done waiting.
+        IF v_spawned OR v_parent IS NOT NULL THEN
+            PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[fail.run_id] END,
+                                       CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+        END IF;
         RETURN true;
     END IF;
     RETURN runq._refuse(fail.run_id, fail.epoch, 'fail', false);
@@ -2816,7 +3121,7 @@ BEGIN
            r.priority::integer, r.attempts::integer, r.max_attempts::integer,
            r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
            r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-           coalesce(u.usage, '{}'), r.budget, r.deadline
+           coalesce(u.usage, '{}'), r.budget, r.deadline, r.parent_run_id
       INTO v_run
       FROM runq.runs AS r
       LEFT JOIN runq.run_usage AS u ON u.run_id = r.run_id
@@ -2829,7 +3134,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.get_run(run_id bigint) IS 'One run: run_id, tenant_id, session_id, kind, status, priority, attempts, max_attempts, scheduled_for, lease_epoch, cancel_requested, result, failure, question, created_at, updated_at, finished_at, usage (the totals every attempt recorded, exact sums; {} when none), budget, deadline (use SELECT * FROM runq.get_run(id)).
+COMMENT ON FUNCTION runq.get_run(run_id bigint) IS 'One run: run_id, tenant_id, session_id, kind, status, priority, attempts, max_attempts, scheduled_for, lease_epoch, cancel_requested, result, failure, question, created_at, updated_at, finished_at, usage (the totals every attempt recorded, exact sums; {} when none), budget, deadline, parent_run_id (the run that spawned it, NULL for a run submitted) (use SELECT * FROM runq.get_run(id)).
 Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE FUNCTION runq.heartbeat(run_id bigint, epoch bigint) RETURNS boolean
@@ -2894,8 +3199,8 @@ DECLARE
     v_before bigint := coalesce(list_runs.before_run_id, 9223372036854775807);
     -- The statuses the list indexes hold: every one but running.
     v_statuses text[] := CASE WHEN list_runs.status IS NULL
-                              THEN ARRAY['queued', 'waiting_for_user', 'succeeded', 'failed',
-                                         'cancelled']
+                              THEN ARRAY['queued', 'waiting_for_user', 'waiting_for_children',
+                                         'succeeded', 'failed', 'cancelled']
                               WHEN list_runs.status = 'running' THEN '{}'
                               ELSE ARRAY[list_runs.status] END;
     v_kinds text[];
@@ -2905,7 +3210,7 @@ BEGIN
     -- (deploy/argument_checks).
     IF (list_runs.status IS NULL
         OR runq._check_choice('status', list_runs.status,
-                              'queued, running, waiting_for_user, succeeded, failed, cancelled'))
+                              'queued, running, waiting_for_user, waiting_for_children, succeeded, failed, cancelled'))
        AND runq._check_identifier('tenant_id', list_runs.tenant_id, true)
        AND runq._check_identifier('kind', list_runs.kind, true)
        AND runq._check_count('max_runs', list_runs.max_runs) THEN
@@ -2984,7 +3289,7 @@ BEGIN
                r.priority::integer, r.attempts::integer, r.max_attempts::integer,
                r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
                r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at,
-               coalesce(u.usage, '{}'), r.budget, r.deadline
+               coalesce(u.usage, '{}'), r.budget, r.deadline, r.parent_run_id
           FROM (SELECT i.id FROM unnest(v_ids) AS i(id)
                  ORDER BY i.id DESC LIMIT list_runs.max_runs) AS page
           JOIN runq.runs AS r ON r.run_id = page.id
@@ -3290,15 +3595,27 @@ BEGIN
         PERFORM runq._bad_argument('epoch', 'given', record_usage.epoch);
     END IF;
 
-    WITH run AS (
-        SELECT r.run_id, r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
+    WITH RECURSIVE run AS (
+        SELECT r.run_id, r.parent_run_id,
+               r.status = 'running' AND r.lease_epoch = record_usage.epoch AS held
           FROM runq.runs AS r
          WHERE r.run_id = record_usage.run_id
            AND record_usage.epoch BETWEEN 1 AND r.lease_epoch
            FOR KEY SHARE
+    ), ancestors (run_id, depth) AS (
+        SELECT run.parent_run_id, 1 FROM run WHERE run.parent_run_id IS NOT NULL
+        UNION ALL
+        SELECT r.parent_run_id, a.depth + 1
+          FROM ancestors AS a JOIN runq.runs AS r ON r.run_id = a.run_id
+         WHERE r.parent_run_id IS NOT NULL
     ), added AS (
         INSERT INTO runq.run_usage AS t (run_id, usage)
-        SELECT run.run_id, record_usage.usage FROM run
+        SELECT x.run_id, record_usage.usage
+          FROM (SELECT run.run_id, 0 AS depth FROM run
+                UNION ALL
+                SELECT a.run_id, a.depth FROM ancestors AS a
+                 WHERE EXISTS (SELECT FROM runq.runs AS r WHERE r.run_id = a.run_id)) AS x
+         ORDER BY x.depth
             ON CONFLICT ON CONSTRAINT run_usage_pkey DO UPDATE
            SET usage = t.usage || (SELECT jsonb_object_agg(u.key, coalesce((t.usage -> u.key)::numeric, 0)
                                                                   + u.value::numeric)
@@ -3327,7 +3644,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) IS 'Record what a model or tool call of the run spent: usage is an object of non-negative numbers, e.g. {"input_tokens": 1200, "output_tokens": 310, "cost_usd": 0.0123} (keys are free). Each value is added to the run''s totals (exact numeric sums; runq.get_run and runq.claim show them as usage) and one run.usage event (payload: usage) is logged under epoch. Recorded even from a fenced epoch, and after the run finished, for any epoch the run was claimed with: spend is a fact whoever holds the run now. Not stopped by a cancel flag, the deadline or the budget. Returns true when the run is running under epoch, else false (fenced: one run.fenced event).
+COMMENT ON FUNCTION runq.record_usage(run_id bigint, epoch bigint, usage jsonb) IS 'Record what a model or tool call of the run spent: usage is an object of non-negative numbers, e.g. {"input_tokens": 1200, "output_tokens": 310, "cost_usd": 0.0123} (keys are free). Each value is added to the run''s totals and to those of each of its ancestors (child runs: runq.spawn) (exact numeric sums; runq.get_run and runq.claim show them as usage) and one run.usage event (payload: usage) is logged under epoch. Recorded even from a fenced epoch, and after the run finished, for any epoch the run was claimed with: spend is a fact whoever holds the run now. Not stopped by a cancel flag, the deadline or the budget. Returns true when the run is running under epoch, else false (fenced: one run.fenced event).
 Raises 22023 (usage not a non-empty object of non-negative numbers, NULL run_id or epoch, an epoch the run never had: 0, negative or above its current one), RQ003 (no such run).';
 
 CREATE TABLE runq.run_events (
@@ -3370,9 +3687,13 @@ DECLARE
     v_schedule text;
     v_active   bigint;
     v_index    text;
+    v_parent   bigint;
+    v_pstatus  text;
+    v_pdead    timestamptz;
 BEGIN
-    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule
-      INTO v_status, v_tenant, v_session, v_failure, v_schedule
+    SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule,
+           r.parent_run_id
+      INTO v_status, v_tenant, v_session, v_failure, v_schedule, v_parent
       FROM runq.runs AS r
      WHERE r.run_id = redrive.run_id
        FOR UPDATE;
@@ -3384,6 +3705,18 @@ BEGIN
             MESSAGE = format('run %s is %s, not failed', redrive.run_id, v_status),
             HINT = 'Only a run in the dead letter can be redriven.';
     END IF;
+    IF v_parent IS NOT NULL THEN
+        SELECT p.status::text, p.deadline INTO v_pstatus, v_pdead
+          FROM runq.runs AS p
+         WHERE p.run_id = v_parent
+           FOR SHARE;
+        IF v_pstatus IS NULL OR v_pstatus IN ('succeeded', 'failed', 'cancelled') THEN
+            RAISE EXCEPTION USING ERRCODE = 'RQ004',
+                MESSAGE = format('run %s is a child of run %s, which is %s', redrive.run_id, v_parent,
+                                 coalesce(v_pstatus, 'purged')),
+                HINT = 'A child serves its parent: redrive the parent, which spawns its children again under new keys.';
+        END IF;
+    END IF;
 
     BEGIN
         UPDATE runq.runs AS r
@@ -3393,8 +3726,9 @@ BEGIN
                expires_at = v_now + r.queue_ttl,
                -- missed its deadline, or its deadline has passed since: a fresh
                -- window (else the next sweep would fail it again at once)
+               -- (a child's no later than its parent's)
                deadline = CASE WHEN r.failure ->> 'code' = 'deadline_exceeded' OR r.deadline <= v_now
-                               THEN v_now + r.timeout ELSE r.deadline END
+                               THEN least(v_now + r.timeout, v_pdead) ELSE r.deadline END
          WHERE r.run_id = redrive.run_id;
     EXCEPTION WHEN unique_violation THEN
         GET STACKED DIAGNOSTICS v_index = CONSTRAINT_NAME;
@@ -3402,7 +3736,7 @@ BEGIN
             SELECT r.run_id INTO v_active
               FROM runq.runs AS r
              WHERE r.schedule = v_schedule
-               AND r.status IN ('queued', 'running', 'waiting_for_user');
+               AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
             RAISE EXCEPTION USING ERRCODE = 'RQ002',
                 MESSAGE = format('schedule %s already has active run %s', v_schedule, v_active),
                 DETAIL = format('Run %s holds the schedule''s one non-terminal run.', v_active),
@@ -3411,7 +3745,7 @@ BEGIN
         SELECT r.run_id INTO v_active
           FROM runq.runs AS r
          WHERE r.tenant_id = v_tenant AND r.session_id = v_session
-           AND r.status IN ('queued', 'running', 'waiting_for_user');
+           AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
         RAISE EXCEPTION USING ERRCODE = 'RQ002',
             MESSAGE = format('session %s of tenant %s already has active run %s',
                              v_session, v_tenant, v_active),
@@ -3435,7 +3769,7 @@ END
 $$;
 
 COMMENT ON FUNCTION runq.redrive(run_id bigint, reason text) IS 'Take a failed run out of the dead letter: it is queued again, claimable at once, with its attempts reset, a fresh queue_ttl window (and, if it failed deadline_exceeded or its deadline has passed, a fresh deadline: now + its timeout; its usage totals stay) and its failure cleared (the failure stays in its run.failed and run.redriven events). Returns true.
-Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed).';
+Raises 22023 (NULL run_id), RQ002 (its session, or the schedule that created it, has another active run), RQ003 (no such run), RQ004 (the run is not failed, or it is a child run whose parent is terminal).';
 
 CREATE FUNCTION runq.release(run_id bigint, epoch bigint) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3613,6 +3947,124 @@ $$;
 COMMENT ON FUNCTION runq.set_limit(scope text, key text, max_running integer) IS 'Set how many runs of one tenant or kind (scope ''tenant'' or ''kind'') may be running at once; key NULL sets the default for every tenant (or kind) without a row of its own; max_running NULL removes the row. claim never exceeds a limit, however many workers claim at once; waiting_for_user runs do not count. Runs over a limit stay queued, keep their place and are claimed as slots free; lowering a limit below the running count stops new claims for that key until the count falls under it (running runs go on).
 Raises 22023 (scope not tenant or kind, a key of over 256 characters or empty, max_running below 1).';
 
+CREATE FUNCTION runq.spawn(run_id bigint, epoch bigint, key text, kind text, payload jsonb DEFAULT '{}'::jsonb, priority integer DEFAULT NULL::integer, max_attempts integer DEFAULT 3, recovery_policy text DEFAULT 'resume'::text, timeout interval DEFAULT NULL::interval, budget jsonb DEFAULT NULL::jsonb) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now    timestamptz := clock_timestamp();
+    v_hash   bytea;
+    v_parent record;
+    v_child  bigint;
+    v_known  bytea;
+    v_depth  bigint;
+    v_caps   record;
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks), before fencing is decided.
+    IF runq._check_identifier('key', spawn.key)
+       AND runq._check_identifier('kind', spawn.kind)
+       AND runq._check_object('payload', spawn.payload)
+       AND (CASE WHEN spawn.priority IS NULL OR spawn.priority BETWEEN 0 AND 32767 THEN true
+                ELSE runq._bad_argument('priority', 'NULL or between 0 and 32767', spawn.priority) END)
+       AND runq._check_count('max_attempts', spawn.max_attempts)
+       AND runq._check_choice('recovery_policy', spawn.recovery_policy, 'resume, fail, zero_work')
+       AND runq._check_duration('timeout', spawn.timeout)
+       AND runq._check_usage('budget', spawn.budget, optional => true) THEN
+    END IF;
+    IF spawn.epoch IS NULL THEN
+        PERFORM runq._bad_argument('epoch', 'given', spawn.epoch);
+    END IF;
+
+    SELECT r.tenant_id, r.principal_id, r.priority, r.deadline, r.spawned, r.parent_run_id
+      INTO v_parent
+      FROM runq.runs AS r
+     WHERE r.run_id = spawn.run_id
+       AND r.status = 'running' AND r.lease_epoch = spawn.epoch  -- fence
+       AND NOT r.cancel_requested
+       AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        PERFORM runq._refuse(spawn.run_id, spawn.epoch, 'spawn', true);
+        RETURN NULL;
+    END IF;
+
+    -- Compared as given: a NULL priority is not the parent's priority.
+    v_hash := sha256(convert_to(jsonb_build_array(
+                  spawn.kind, spawn.payload, spawn.priority, spawn.max_attempts,
+                  spawn.recovery_policy, extract(epoch FROM spawn.timeout), spawn.budget)::text, 'UTF8'));
+    SELECT s.run_id, s.request_hash INTO v_child, v_known
+      FROM runq.spawns AS s
+     WHERE s.parent_run_id = spawn.run_id AND s.key = spawn.key;
+    IF FOUND THEN
+        IF v_known <> v_hash THEN
+            RAISE EXCEPTION USING ERRCODE = 'RQ001',
+                MESSAGE = format('child key %L of run %s was used for another request',
+                                 spawn.key, spawn.run_id),
+                DETAIL = format('The key belongs to child run %s.', v_child),
+                HINT = 'Use a new key for a new child.';
+        END IF;
+        RETURN v_child;
+    END IF;
+
+    SELECT s.max_child_depth, s.max_children INTO v_caps FROM runq.settings AS s;
+    IF coalesce(v_parent.spawned, 0) >= v_caps.max_children THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('run %s has spawned %s children, the most runq.settings.max_children allows;'
+                             ' key %L would be one more', spawn.run_id, v_parent.spawned, spawn.key);
+    END IF;
+    IF v_parent.parent_run_id IS NOT NULL THEN
+        WITH RECURSIVE up (run_id) AS (
+            SELECT v_parent.parent_run_id
+            UNION ALL
+            SELECT r.parent_run_id FROM up JOIN runq.runs AS r ON r.run_id = up.run_id
+             WHERE r.parent_run_id IS NOT NULL
+        )
+        SELECT count(*) INTO v_depth FROM up;
+    END IF;
+    IF coalesce(v_depth, 0) + 1 > v_caps.max_child_depth THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('run %s is at depth %s: a child of it would be at depth %s, deeper than'
+                             ' runq.settings.max_child_depth (%s)', spawn.run_id, coalesce(v_depth, 0),
+                             coalesce(v_depth, 0) + 1, v_caps.max_child_depth);
+    END IF;
+
+    WITH created AS (
+        INSERT INTO runq.runs AS r
+               (created_at, updated_at, max_attempts, priority, recovery_policy, tenant_id,
+                kind, principal_id, payload, budget, timeout, deadline, parent_run_id)
+        VALUES (v_now, v_now, spawn.max_attempts, coalesce(spawn.priority, v_parent.priority),
+                spawn.recovery_policy, v_parent.tenant_id, spawn.kind, v_parent.principal_id,
+                spawn.payload, spawn.budget, spawn.timeout,
+                least(v_now + spawn.timeout, v_parent.deadline), spawn.run_id)
+        RETURNING r.run_id, r.priority
+    ), keyed AS (
+        INSERT INTO runq.spawns (parent_run_id, key, run_id, request_hash)
+        SELECT spawn.run_id, spawn.key, c.run_id, v_hash FROM created AS c
+    ), logged AS (
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        SELECT c.run_id, 0, 'run.created',
+               jsonb_build_object('kind', spawn.kind, 'priority', c.priority,
+                                  'parent_run_id', spawn.run_id, 'key', spawn.key),
+               v_now
+          FROM created AS c
+        UNION ALL
+        SELECT spawn.run_id, spawn.epoch, 'run.spawned',
+               jsonb_build_object('run_id', c.run_id, 'key', spawn.key), v_now
+          FROM created AS c
+    )
+    SELECT c.run_id INTO v_child FROM created AS c;
+
+    UPDATE runq.runs AS r
+       SET spawned = coalesce(r.spawned, 0) + 1, updated_at = v_now
+     WHERE r.run_id = spawn.run_id;
+    RETURN v_child;
+END
+$$;
+
+COMMENT ON FUNCTION runq.spawn(run_id bigint, epoch bigint, key text, kind text, payload jsonb, priority integer, max_attempts integer, recovery_policy text, timeout interval, budget jsonb) IS 'Create a queued child run of a run this worker holds under epoch, and return its run_id. The child has the parent''s tenant_id, no session, the parent''s priority unless priority is given, parent_run_id set, and the earlier of now + timeout and the parent''s deadline as its deadline. key (1 to 256 characters) names the child among its parent''s children for the parent''s whole life: spawning a key again returns that child and creates nothing, whatever epoch spawned it. Usage the child records is added to every ancestor''s totals, and its budget gate reads every ancestor''s budget. The parent logs run.spawned. Returns NULL when fenced (one run.fenced), when cancel was requested (the run becomes cancelled) or past the run''s deadline (it becomes failed, deadline_exceeded): nothing is created then.
+Raises 22023 (a bad argument, checked before fencing: NULL run_id or epoch, key or kind not 1 to 256 characters, payload not an object, priority outside 0..32767, max_attempts below 1, recovery_policy not resume, fail or zero_work, timeout not positive, budget not a non-empty object of non-negative numbers; and a child past runq.settings.max_child_depth or runq.settings.max_children), RQ001 (key spawned already with another request), RQ003 (no such run).';
+
 CREATE FUNCTION runq.submit(tenant_id text, kind text, payload jsonb DEFAULT '{}'::jsonb, session_id text DEFAULT NULL::text, priority integer DEFAULT 10, idempotency_key text DEFAULT NULL::text, principal_id text DEFAULT NULL::text, scheduled_for timestamp with time zone DEFAULT NULL::timestamp with time zone, max_attempts integer DEFAULT 3, recovery_policy text DEFAULT 'resume'::text, queue_ttl interval DEFAULT NULL::interval, budget jsonb DEFAULT NULL::jsonb, timeout interval DEFAULT NULL::interval) RETURNS TABLE(run_id bigint, outcome text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3692,7 +4144,7 @@ BEGIN
           FROM runq.runs AS r
          WHERE r.tenant_id = submit.tenant_id
            AND r.session_id = submit.session_id
-           AND r.status IN ('queued', 'running', 'waiting_for_user')
+           AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
            FOR UPDATE;
         IF v_status = 'waiting_for_user' THEN
             PERFORM runq._deliver_input(v_active, submit.payload, v_now);
@@ -3720,7 +4172,7 @@ BEGIN
                     submit.kind, submit.principal_id, submit.payload,
                     submit.budget, submit.timeout, v_now + submit.timeout)
             ON CONFLICT (tenant_id, session_id)
-               WHERE status IN ('queued', 'running', 'waiting_for_user')
+               WHERE status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
                  AND session_id IS NOT NULL
                DO NOTHING
             RETURNING r.run_id
@@ -3742,7 +4194,7 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.tenant_id = submit.tenant_id
                AND r.session_id = submit.session_id
-               AND r.status IN ('queued', 'running', 'waiting_for_user');
+               AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
             RAISE EXCEPTION USING ERRCODE = 'RQ002',
                 MESSAGE = format('session %s of tenant %s already has active run %s',
                                  submit.session_id, submit.tenant_id, v_active),
@@ -3786,6 +4238,9 @@ DECLARE
     v_failed   bigint[];  -- failed by a pass below, and
     v_tenants  text[];    --   the keys of those of them that held a slot
     v_kinds    text[];
+    v_due      bigint[];  -- waiting_for_children past their deadline
+    v_spawned  bigint[];  -- ended by a pass below with children, and
+    v_parents  bigint[];  --   the parents of those ended with one
 BEGIN
     -- Each check is true or raises 22023 naming the argument and its value
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
@@ -3815,13 +4270,26 @@ BEGIN
     -- runs_deadline_idx.
     v_left := sweep.max_runs - cardinality(v_expired);
     IF v_left > 0 THEN
+        -- A run waiting for its children is locked after its live
+        -- descendants, deepest first (runq._cancel_children says why).
+        SELECT array_agg(x.run_id) INTO v_due
+          FROM (SELECT r.run_id
+                  FROM runq.runs AS r
+                 WHERE r.deadline IS NOT NULL
+                   AND r.status = 'waiting_for_children'
+                   AND r.deadline <= v_now
+                 ORDER BY r.deadline, r.run_id
+                 LIMIT v_left) AS x;
+        IF v_due IS NOT NULL THEN
+            PERFORM runq._lock_descendants(v_due);
+        END IF;
         SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
-               coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'waiting_for_user'), '{}')
+               coalesce(array_agg(x.run_id) FILTER (WHERE x.status <> 'queued'), '{}')
           INTO v_queued, v_waiting
           FROM (SELECT r.run_id, r.status
                   FROM runq.runs AS r
                  WHERE r.deadline IS NOT NULL
-                   AND r.status IN ('queued', 'waiting_for_user')
+                   AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
                    AND r.deadline <= v_now
                  ORDER BY r.deadline, r.run_id
                  LIMIT v_left
@@ -3839,7 +4307,8 @@ BEGIN
             -- An admitted queued run held a slot of its keys' limits; a
             -- parked or a waiting one held none.
             RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind,
-                      r.run_id = ANY (v_queued) AND NOT r.parked AS held_slot
+                      r.run_id = ANY (v_queued) AND NOT r.parked AS held_slot,
+                      r.spawned, r.parent_run_id
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
             SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
@@ -3847,13 +4316,16 @@ BEGIN
         )
         SELECT coalesce(array_agg(f.run_id ORDER BY f.run_id), '{}'),
                coalesce(array_agg(f.tenant_id::text) FILTER (WHERE f.held_slot), '{}'),
-               coalesce(array_agg(f.kind::text) FILTER (WHERE f.held_slot), '{}')
-          INTO v_failed, v_tenants, v_kinds
+               coalesce(array_agg(f.kind::text) FILTER (WHERE f.held_slot), '{}'),
+               array_agg(f.run_id) FILTER (WHERE f.spawned IS NOT NULL),
+               array_agg(f.parent_run_id) FILTER (WHERE f.parent_run_id IS NOT NULL)
+          INTO v_failed, v_tenants, v_kinds, v_spawned, v_parents
           FROM failed AS f;
         PERFORM runq._slot_left(k.tenant_id, k.kind)
            FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
           WHERE EXISTS (SELECT FROM runq.limit_settings);
         PERFORM runq._notify_watchers(v_failed);
+        PERFORM runq._family_ended(v_spawned, v_parents, v_now);
         RETURN QUERY SELECT f.run_id, 'deadline_exceeded'::text FROM unnest(v_failed) AS f (run_id);
     END IF;
 
@@ -3878,7 +4350,8 @@ BEGIN
                    finished_at = v_now, updated_at = v_now
              -- an array, not a join, so no plan can hash all of runs
              WHERE r.run_id = ANY (ARRAY(SELECT o.run_id FROM overdue AS o))
-            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.parked
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.parked,
+                      r.spawned, r.parent_run_id
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
             SELECT x.run_id, x.lease_epoch, 'run.failed', x.failure, v_now
@@ -3886,9 +4359,12 @@ BEGIN
         )
         SELECT coalesce(array_agg(x.run_id ORDER BY x.run_id), '{}'),
                coalesce(array_agg(x.tenant_id::text) FILTER (WHERE NOT x.parked), '{}'),
-               coalesce(array_agg(x.kind::text) FILTER (WHERE NOT x.parked), '{}')
-          INTO v_failed, v_tenants, v_kinds
+               coalesce(array_agg(x.kind::text) FILTER (WHERE NOT x.parked), '{}'),
+               array_agg(x.run_id) FILTER (WHERE x.spawned IS NOT NULL),
+               array_agg(x.parent_run_id) FILTER (WHERE x.parent_run_id IS NOT NULL)
+          INTO v_failed, v_tenants, v_kinds, v_spawned, v_parents
           FROM expired AS x;
+        PERFORM runq._family_ended(v_spawned, v_parents, v_now);
         -- An expired run that was admitted leaves its slot to the next.
         PERFORM runq._slot_left(k.tenant_id, k.kind)
            FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
@@ -3909,7 +4385,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running or waiting_for_user run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy), and forgets the watches (runq.watch) of sessions that ended. Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
+COMMENT ON FUNCTION runq.sweep(max_runs integer) IS 'Decide up to max_runs runs whose lease expired, fail runs past their deadline, and fail queued runs past their queue_ttl; safe to run from many processes at once. For each expired lease, in order: cancel requested -> cancelled; past its deadline -> failed, deadline_exceeded; attempts >= max_attempts -> failed, max_attempts_exceeded (dead_lettered); policy fail -> failed, orphaned; policy zero_work -> requeued at once if the run did no turn and no tool call and is inside its queue_ttl, else orphaned; policy resume -> requeued after least(backoff_cap, backoff_base * 2^(attempts-1)). Tool calls left started become retryable or uncertain. Then every other queued, running, waiting_for_user or waiting_for_children run past its deadline fails with deadline_exceeded (a running one with a cancel flag is cancelled). Also admits queued runs a concurrency limit held back that may now run (one now due, a slot freed while its key was busy), and forgets the watches (runq.watch) of sessions that ended. A run that ends here cancels its children not yet terminal (reason parent_finished), and a child that ends here may queue its parent again (run.children_done). Returns (run_id, action): requeued, dead_lettered, orphaned, cancelled, deadline_exceeded or expired.
 Raises 22023 (max_runs NULL or below 1).';
 
 CREATE FUNCTION runq.throughput(since timestamp with time zone) RETURNS TABLE(minute timestamp with time zone, started bigint, finished bigint)
@@ -4163,6 +4639,72 @@ $$;
 COMMENT ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) IS 'Usage recorded in [since, until) (until NULL: up to now), per tenant and kind, from the ledger of run.usage events, fenced epochs included: runs is how many runs recorded any, usage the exact sum of each key. Ordered by tenant_id, kind; reads only.
 Raises 22023 (since NULL or not finite, until not after since).';
 
+CREATE FUNCTION runq.wait_children(run_id bigint, epoch bigint) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now   timestamptz := clock_timestamp();
+    v_run   record;
+    v_live  bigint;
+BEGIN
+    SELECT r.tenant_id, r.kind, r.watched, r.lease_epoch
+      INTO v_run
+      FROM runq.runs AS r
+     WHERE r.run_id = wait_children.run_id
+       AND r.status = 'running' AND r.lease_epoch = wait_children.epoch  -- fence
+       AND NOT r.cancel_requested
+       AND (r.deadline IS NULL OR r.deadline > v_now)  -- else runq._refuse fails it
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN runq._refuse(wait_children.run_id, wait_children.epoch, 'wait_children', true);
+    END IF;
+
+    SELECT c.run_id INTO v_live
+      FROM runq.runs AS c
+     WHERE c.parent_run_id = wait_children.run_id AND c.parent_run_id IS NOT NULL
+       AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+     ORDER BY c.run_id
+     LIMIT 1
+       FOR SHARE;
+
+    IF v_live IS NULL THEN
+        -- Nothing to wait for: back to the queue now, keeping its slot as a
+        -- run back from running does (runq._requeued).
+        UPDATE runq.runs AS r
+           SET status = 'queued', lease_expires_at = NULL, updated_at = v_now
+         WHERE r.run_id = wait_children.run_id;
+        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+        VALUES (wait_children.run_id, v_run.lease_epoch, 'run.children_done', '{}', v_now);
+        PERFORM runq._requeued(wait_children.run_id, true);
+        PERFORM pg_notify('runq', '');
+        RETURN true;
+    END IF;
+
+    UPDATE runq.runs AS r
+       SET status = 'waiting_for_children', lease_expires_at = NULL, updated_at = v_now
+     WHERE r.run_id = wait_children.run_id;
+    INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+    SELECT wait_children.run_id, v_run.lease_epoch, 'run.waiting_for_children',
+           jsonb_build_object('children', count(*)), v_now
+      FROM runq.runs AS c
+     WHERE c.parent_run_id = wait_children.run_id AND c.parent_run_id IS NOT NULL
+       AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
+    -- A watched run notifies its watchers; the slot it leaves is handed on
+    -- when a limit is set (runq._slot_left), as runq.ask_user does.
+    IF v_run.watched THEN
+        PERFORM runq._notify_watchers(ARRAY[wait_children.run_id]);
+    END IF;
+    IF EXISTS (SELECT FROM runq.limit_settings) THEN
+        PERFORM runq._slot_left(v_run.tenant_id, v_run.kind);
+    END IF;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION runq.wait_children(run_id bigint, epoch bigint) IS 'Put a run this worker holds under epoch into waiting_for_children: the lease ends, and the run holds no worker and no concurrency slot, and keeps its session. When its last child that is not terminal ends, the run is queued again in that transaction (run.children_done, attempts reset) and its next claim is a resumed one (read runq.children). With no such child it is queued at once (run.children_done), its attempts kept. Returns true, or false when fenced, when cancel was requested (the run becomes cancelled) or past the run''s deadline (it becomes failed, deadline_exceeded).
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
+
 CREATE FUNCTION runq.watch(run_id bigint) RETURNS runq.run_info
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4311,7 +4853,8 @@ CREATE VIEW runq.queue_stats AS
     count(*) FILTER (WHERE ((s.status)::text = 'running'::text)) AS running,
     count(*) FILTER (WHERE ((s.status)::text = 'waiting_for_user'::text)) AS waiting_for_user,
     count(*) FILTER (WHERE ((s.status)::text = 'failed'::text)) AS failed,
-    (c.at - min(s.created_at) FILTER (WHERE (((s.status)::text = 'queued'::text) AND (s.ready_at <= c.at)))) AS oldest_ready_age
+    (c.at - min(s.created_at) FILTER (WHERE (((s.status)::text = 'queued'::text) AND (s.ready_at <= c.at)))) AS oldest_ready_age,
+    count(*) FILTER (WHERE ((s.status)::text = 'waiting_for_children'::text)) AS waiting_for_children
    FROM (( SELECT r.priority,
             r.status,
             r.ready_at,
@@ -4331,11 +4874,18 @@ CREATE VIEW runq.queue_stats AS
             r.ready_at,
             r.created_at
            FROM runq.runs r
+          WHERE ((r.status)::text = 'waiting_for_children'::text)
+        UNION ALL
+         SELECT r.priority,
+            r.status,
+            r.ready_at,
+            r.created_at
+           FROM runq.runs r
           WHERE ((r.status)::text = 'failed'::text)) s
      CROSS JOIN ( SELECT clock_timestamp() AS at) c)
   GROUP BY s.priority, c.at;
 
-COMMENT ON VIEW runq.queue_stats IS 'One row per priority class with queued, running, waiting or failed runs: ready, scheduled (not yet due), running, waiting_for_user, failed (the dead letter), oldest_ready_age (from created_at).';
+COMMENT ON VIEW runq.queue_stats IS 'One row per priority class with queued, running, waiting or failed runs: ready, scheduled (not yet due), running, waiting_for_user, failed (the dead letter), oldest_ready_age (from created_at), waiting_for_children.';
 
 ALTER TABLE runq.run_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME runq.run_events_event_id_seq
@@ -4429,9 +4979,13 @@ CREATE TABLE runq.settings (
     backoff_base interval DEFAULT '00:00:01'::interval NOT NULL,
     backoff_cap interval DEFAULT '00:05:00'::interval NOT NULL,
     stale_after interval,
+    max_child_depth bigint DEFAULT 8 NOT NULL,
+    max_children bigint DEFAULT 10000 NOT NULL,
     CONSTRAINT settings_backoff_base_check CHECK ((backoff_base > '00:00:00'::interval)),
     CONSTRAINT settings_check CHECK ((backoff_cap >= backoff_base)),
     CONSTRAINT settings_lease_check CHECK ((lease > '00:00:00'::interval)),
+    CONSTRAINT settings_max_child_depth_check CHECK ((max_child_depth >= 1)),
+    CONSTRAINT settings_max_children_check CHECK ((max_children >= 1)),
     CONSTRAINT settings_singleton_check CHECK (singleton),
     CONSTRAINT settings_stale_after_check CHECK ((stale_after > '00:00:00'::interval))
 );
@@ -4445,6 +4999,20 @@ COMMENT ON COLUMN runq.settings.backoff_base IS 'A resume-policy run requeued by
 COMMENT ON COLUMN runq.settings.backoff_cap IS 'Upper bound of the sweep backoff.';
 
 COMMENT ON COLUMN runq.settings.stale_after IS 'Heartbeat age after which orphan_report calls a run stale; NULL means greatest(2 min, 5 * lease / 3).';
+
+COMMENT ON COLUMN runq.settings.max_child_depth IS 'The deepest a child run may be (a submitted run is at depth 0, its children at 1): runq.spawn of a deeper one raises 22023.';
+
+COMMENT ON COLUMN runq.settings.max_children IS 'The most children one run may spawn over its life: runq.spawn of one more raises 22023.';
+
+CREATE TABLE runq.spawns (
+    parent_run_id bigint NOT NULL,
+    key text NOT NULL,
+    run_id bigint NOT NULL,
+    request_hash bytea NOT NULL,
+    CONSTRAINT spawns_key_check CHECK (((length(key) >= 1) AND (length(key) <= 256)))
+);
+
+COMMENT ON TABLE runq.spawns IS 'Each parent''s children by key (runq.spawn), with the SHA-256 of the request that spawned each, compared when a key is spawned again.';
 
 CREATE TABLE runq.tool_calls (
     run_id bigint NOT NULL,
@@ -4475,7 +5043,7 @@ ALTER TABLE ONLY runq.checkpoints
     ADD CONSTRAINT checkpoints_pkey PRIMARY KEY (run_id, seq);
 
 ALTER DOMAIN runq.event_type
-    ADD CONSTRAINT event_type_check CHECK ((VALUE = ANY (ARRAY['run.created'::text, 'run.claimed'::text, 'run.checkpointed'::text, 'run.turn_started'::text, 'run.tool_started'::text, 'run.tool_finished'::text, 'run.tool_uncertain'::text, 'run.waiting_for_user'::text, 'run.input_delivered'::text, 'run.succeeded'::text, 'run.failed'::text, 'run.cancel_requested'::text, 'run.cancelled'::text, 'run.requeued'::text, 'run.fenced'::text, 'run.redriven'::text, 'run.usage'::text]))) NOT VALID;
+    ADD CONSTRAINT event_type_check CHECK ((VALUE = ANY (ARRAY['run.created'::text, 'run.claimed'::text, 'run.checkpointed'::text, 'run.turn_started'::text, 'run.tool_started'::text, 'run.tool_finished'::text, 'run.tool_uncertain'::text, 'run.waiting_for_user'::text, 'run.input_delivered'::text, 'run.succeeded'::text, 'run.failed'::text, 'run.cancel_requested'::text, 'run.cancelled'::text, 'run.requeued'::text, 'run.fenced'::text, 'run.redriven'::text, 'run.usage'::text, 'run.spawned'::text, 'run.waiting_for_children'::text, 'run.children_done'::text]))) NOT VALID;
 
 ALTER TABLE ONLY runq.idempotency_keys
     ADD CONSTRAINT idempotency_keys_scope_key UNIQUE NULLS NOT DISTINCT (tenant_id, principal_id, idempotency_key);
@@ -4501,6 +5069,9 @@ ALTER TABLE ONLY runq.run_events
 ALTER TABLE ONLY runq.run_output
     ADD CONSTRAINT run_output_pkey PRIMARY KEY (run_id, seq);
 
+ALTER DOMAIN runq.run_status
+    ADD CONSTRAINT run_status_check CHECK ((VALUE = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text, 'waiting_for_children'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text]))) NOT VALID;
+
 ALTER TABLE ONLY runq.run_usage
     ADD CONSTRAINT run_usage_pkey PRIMARY KEY (run_id);
 
@@ -4512,6 +5083,9 @@ ALTER TABLE ONLY runq.schedule_settings
 
 ALTER TABLE ONLY runq.settings
     ADD CONSTRAINT settings_pkey PRIMARY KEY (singleton);
+
+ALTER TABLE ONLY runq.spawns
+    ADD CONSTRAINT spawns_pkey PRIMARY KEY (parent_run_id, key);
 
 ALTER TABLE ONLY runq.tool_calls
     ADD CONSTRAINT tool_calls_pkey PRIMARY KEY (run_id, call_id);
@@ -4537,13 +5111,15 @@ CREATE INDEX runs_claimable_kind_idx ON runq.runs USING btree (priority, kind, r
 
 CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_at) WHERE ((status)::text = 'failed'::text);
 
-CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'waiting_for_user'::text])));
+CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'waiting_for_user'::text, 'waiting_for_children'::text])));
 
 CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY['running'::text, 'waiting_for_user'::text]));
 
 CREATE INDEX runs_list_kind_idx ON runq.runs USING btree (kind, status, run_id) WHERE ((status)::text <> 'running'::text);
 
 CREATE INDEX runs_list_tenant_idx ON runq.runs USING btree (tenant_id, kind, status, run_id) WHERE ((status)::text <> 'running'::text);
+
+CREATE INDEX runs_live_children_idx ON runq.runs USING btree (parent_run_id, run_id) WHERE ((parent_run_id IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text, 'waiting_for_children'::text])));
 
 CREATE INDEX runs_parked_idx ON runq.runs USING btree (priority, tenant_id, ready_at, run_id) WHERE (((status)::text = 'queued'::text) AND parked);
 
@@ -4557,9 +5133,11 @@ CREATE INDEX runs_running_kind_idx ON runq.runs USING btree (kind) WHERE (((stat
 
 CREATE INDEX runs_running_tenant_idx ON runq.runs USING btree (tenant_id) WHERE (((status)::text = 'running'::text) AND (lease IS NOT NULL));
 
-CREATE UNIQUE INDEX runs_schedule_active_key ON runq.runs USING btree (schedule) WHERE ((schedule IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text])));
+CREATE UNIQUE INDEX runs_schedule_active_key ON runq.runs USING btree (schedule) WHERE ((schedule IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text, 'waiting_for_children'::text])));
 
-CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text])) AND (session_id IS NOT NULL));
+CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text, 'waiting_for_children'::text])) AND (session_id IS NOT NULL));
+
+CREATE INDEX runs_waiting_children_idx ON runq.runs USING btree (priority) WHERE ((status)::text = 'waiting_for_children'::text);
 
 CREATE INDEX schedule_settings_due_idx ON runq.schedule_settings USING btree (next_slot, name);
 
@@ -4582,6 +5160,9 @@ ALTER TABLE ONLY runq.model_calls
 ALTER TABLE ONLY runq.run_usage
     ADD CONSTRAINT run_usage_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id) ON DELETE CASCADE;
 
+ALTER TABLE ONLY runq.spawns
+    ADD CONSTRAINT spawns_parent_run_id_fkey FOREIGN KEY (parent_run_id) REFERENCES runq.runs(run_id) ON DELETE CASCADE;
+
 ALTER TABLE ONLY runq.tool_calls
     ADD CONSTRAINT tool_calls_run_id_fkey FOREIGN KEY (run_id) REFERENCES runq.runs(run_id);
 
@@ -4597,6 +5178,8 @@ REVOKE ALL ON FUNCTION runq._admissible(tenant_id text, kind text, priority inte
 
 REVOKE ALL ON FUNCTION runq._admit_parked(scope text, key text, wait boolean) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._ancestor_overrun(run_id bigint) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._answer_batch(run_ids bigint[], epochs bigint[], results jsonb[], matched bigint[], operation text, honours_cancel boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._backoff(attempts integer) FROM PUBLIC;
@@ -4604,6 +5187,8 @@ REVOKE ALL ON FUNCTION runq._backoff(attempts integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION runq._bad_argument(argument text, expected text, got anyelement) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._budget_overrun(run_id bigint, budget jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._cancel_children(parents bigint[], at timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._check_batch(run_ids bigint[], epochs bigint[], results jsonb[]) FROM PUBLIC;
 
@@ -4661,6 +5246,8 @@ REVOKE ALL ON FUNCTION runq._every_slot(created_at timestamp with time zone, eve
 
 REVOKE ALL ON FUNCTION runq._expire_leases(run_ids bigint[], released boolean, at timestamp with time zone) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._family_ended(spawned bigint[], parents bigint[], at timestamp with time zone) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq._forget_watches() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._inputs_after(run_id bigint, seq bigint) FROM PUBLIC;
@@ -4670,6 +5257,8 @@ REVOKE ALL ON FUNCTION runq._is_reached(total jsonb, budget_limit jsonb) FROM PU
 REVOKE ALL ON FUNCTION runq._key_lock(scope text, key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._limit_of(scope text, key text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION runq._lock_descendants(run_ids bigint[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._lock_settings() FROM PUBLIC;
 
@@ -4719,6 +5308,8 @@ REVOKE ALL ON FUNCTION runq._wake_idle() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._wake_lock() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION runq._wake_parents(parents bigint[], at timestamp with time zone) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) TO runq_worker;
 GRANT ALL ON FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) TO runq_admin;
@@ -4738,6 +5329,12 @@ GRANT ALL ON FUNCTION runq.cancel(run_id bigint, reason text) TO runq_admin;
 REVOKE ALL ON FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) TO runq_worker;
 GRANT ALL ON FUNCTION runq.checkpoint(run_id bigint, epoch bigint, state jsonb) TO runq_admin;
+
+REVOKE ALL ON FUNCTION runq.children(run_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.children(run_id bigint) TO runq_client;
+GRANT ALL ON FUNCTION runq.children(run_id bigint) TO runq_worker;
+GRANT ALL ON FUNCTION runq.children(run_id bigint) TO runq_admin;
+GRANT ALL ON FUNCTION runq.children(run_id bigint) TO runq_observer;
 
 REVOKE ALL ON FUNCTION runq.claim(classes integer[], worker_id text, lease interval, max_runs integer, kinds text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.claim(classes integer[], worker_id text, lease interval, max_runs integer, kinds text[]) TO runq_worker;
@@ -4852,6 +5449,10 @@ GRANT ALL ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) TO runq_admin
 REVOKE ALL ON FUNCTION runq.set_limit(scope text, key text, max_running integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.set_limit(scope text, key text, max_running integer) TO runq_admin;
 
+REVOKE ALL ON FUNCTION runq.spawn(run_id bigint, epoch bigint, key text, kind text, payload jsonb, priority integer, max_attempts integer, recovery_policy text, timeout interval, budget jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.spawn(run_id bigint, epoch bigint, key text, kind text, payload jsonb, priority integer, max_attempts integer, recovery_policy text, timeout interval, budget jsonb) TO runq_worker;
+GRANT ALL ON FUNCTION runq.spawn(run_id bigint, epoch bigint, key text, kind text, payload jsonb, priority integer, max_attempts integer, recovery_policy text, timeout interval, budget jsonb) TO runq_admin;
+
 REVOKE ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) TO runq_client;
 GRANT ALL ON FUNCTION runq.submit(tenant_id text, kind text, payload jsonb, session_id text, priority integer, idempotency_key text, principal_id text, scheduled_for timestamp with time zone, max_attempts integer, recovery_policy text, queue_ttl interval, budget jsonb, timeout interval) TO runq_admin;
@@ -4880,6 +5481,10 @@ GRANT ALL ON FUNCTION runq.unwatch(run_id bigint) TO runq_admin;
 REVOKE ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) TO runq_admin;
 GRANT ALL ON FUNCTION runq.usage_report(since timestamp with time zone, until timestamp with time zone) TO runq_observer;
+
+REVOKE ALL ON FUNCTION runq.wait_children(run_id bigint, epoch bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION runq.wait_children(run_id bigint, epoch bigint) TO runq_worker;
+GRANT ALL ON FUNCTION runq.wait_children(run_id bigint, epoch bigint) TO runq_admin;
 
 REVOKE ALL ON FUNCTION runq.watch(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.watch(run_id bigint) TO runq_client;

@@ -231,6 +231,20 @@ SIGNATURES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
         ("response", "jsonb", "'{\"text\": \"hi\"}'", False),
         ("usage", "jsonb", "'{\"input_tokens\": 9}'", True)]),  # NULL: nothing to add
     ("model_calls", "queued", [("run_id", "bigint", "%(q)s", False)]),
+    # A child in a class no run of the world's is in (priority 21002), named
+    # by a key no other case uses.
+    ("spawn", "running", [
+        ("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
+        ("key", "text", "%(u)s", False), ("kind", "text", "'k'", False),
+        ("payload", "jsonb", "'{}'", False),
+        ("priority", "integer", "21002", True),                  # NULL: the parent's
+        ("max_attempts", "integer", "3", False),
+        ("recovery_policy", "text", "'resume'", False),
+        ("timeout", "interval", "interval '1 hour'", True),      # NULL: no deadline of its own
+        ("budget", "jsonb", "'{\"cost_usd\": 2.00}'", True)]),  # NULL: no budget of its own
+    ("wait_children", "running", [("run_id", "bigint", "%(r)s", False),
+                                  ("epoch", "bigint", "%(e)s", False)]),
+    ("children", "queued", [("run_id", "bigint", "%(q)s", False)]),
     ("begin_tool", "running", [("run_id", "bigint", "%(r)s", False), ("epoch", "bigint", "%(e)s", False),
                                ("call_id", "text", "%(u)s", False), ("tool", "text", "'search'", False),
                                ("idempotency", "text", "'read_only'", False),
@@ -691,6 +705,36 @@ VALUE_CASES: list[Case] = [
              check="SELECT NOT runq.drop_schedule(%(u)s || '-never-created')"),
     rejected("tick-max-runs-0", *v("tick", max_runs="0"), "max_runs", "0"),
     rejected("tick-max-runs-negative", *v("tick", max_runs="-1"), "max_runs", "-1"),
+    # -- child runs: spawn checks its arguments as submit does, and before
+    # fencing (a run never claimed, or an epoch past, still gets 22023)
+    rejected("spawn-key-empty", *v("spawn", key="''"), "key"),
+    rejected("spawn-key-257", *v("spawn", key="repeat('k', 257)"), "key"),
+    accepted("spawn-key-256", *v("spawn", key="repeat('k', 256)"),
+             check="SELECT count(*) = 1 FROM runq.runs WHERE parent_run_id = %(r)s"),
+    rejected("spawn-kind-empty", *v("spawn", kind="''"), "kind"),
+    *[rejected(f"spawn-payload-{kind}", *v("spawn", payload=f"'{doc}'"), "payload", kind)
+      for kind, doc in [("array", "[]"), ("string", '"x"'), ("null", "null")]],
+    rejected("spawn-priority-negative", *v("spawn", priority="-1"), "priority", "-1"),
+    rejected("spawn-priority-32768", *v("spawn", priority="32768"), "priority", "32768"),
+    rejected("spawn-max-attempts-0", *v("spawn", max_attempts="0"), "max_attempts", "0"),
+    rejected("spawn-policy-unknown", *v("spawn", recovery_policy="'bogus'"),
+             "recovery_policy", "bogus"),
+    rejected("spawn-timeout-zero", *v("spawn", timeout="interval '0'"), "timeout", "00:00:00"),
+    rejected("spawn-timeout-negative", *v("spawn", timeout="interval '-1 second'"),
+             "timeout", "-00:00:01"),
+    *[rejected(f"spawn-budget-{name}", *v("spawn", budget=f"'{doc}'"), "budget")
+      for name, doc in [("empty", "{}"), ("negative", '{"cost_usd": -2}'),
+                        ("amount-string", '{"cost_usd": "2.00"}')]],
+    rejected("spawn-key-empty-never-claimed", "SELECT runq.spawn(%(q)s, 1, '', 'k')", "queued",
+             "key"),
+    rejected("spawn-payload-array-stale-epoch",
+             "SELECT runq.spawn(%(r)s, %(e)s - 1, %(u)s, 'k', '[]')", "running", "payload"),
+    # A valid spawn: a queued child of the parent's tenant in the parent's class.
+    accepted("spawn-child", *v("spawn", priority="NULL::integer"),
+             check="""SELECT (c.status, c.tenant_id, c.priority, c.parent_run_id, c.kind)
+                           = ('queued', p.tenant_id, p.priority, p.run_id, 'k')
+                        FROM runq.runs AS c JOIN runq.runs AS p ON p.run_id = c.parent_run_id
+                       WHERE p.run_id = %(r)s"""),
 ]
 
 

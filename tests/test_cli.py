@@ -67,10 +67,10 @@ def test_status(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "status")
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0].split() == ["class", "ready", "scheduled", "running", "waiting", "failed",
-                                "oldest", "ready"]
+    assert lines[0].split() == ["class", "ready", "scheduled", "running", "waiting", "on",
+                                "children", "failed", "oldest", "ready"]
     assert lines[2].startswith("0 interactive") and lines[4].startswith("20 maintenance")
-    assert lines[3].split()[:7] == ["10", "async", "0", "0", "0", "0", "1"]
+    assert lines[3].split()[:8] == ["10", "async", "0", "0", "0", "0", "0", "1"]
     code, out, _ = run_cli(capsys, "status", "--json")
     doc = json.loads(out)
     assert (doc["limits"], doc["pauses"]) == ([], [])
@@ -78,6 +78,7 @@ def test_status(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["priority"] for r in rows] == [0, 10, 20]
     assert rows[1]["failed"] == 1 and rows[1]["oldest_ready_age"] is None
     assert isinstance(rows[0]["oldest_ready_age"], float)
+    assert rows[1]["waiting_for_children"] == 0
 
 
 def test_status_shows_the_limits_and_the_pauses(client: Client,
@@ -230,6 +231,76 @@ def test_inspect_shows_usage_budget_and_deadline(client: Client,
     assert datetime.fromisoformat(doc["run"]["deadline"]) == deadline
     assert [e["payload"] for e in doc["events"] if e["type"] == "run.usage"] == [
         {"cost_usd": Decimal("0.1"), "input_tokens": 1200}, {"cost_usd": Decimal("0.2")}]
+
+
+def test_inspect_shows_the_parent_and_the_childrens_tree(
+        client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    # A parent (class 6) with children a (succeeded, with usage), b (running,
+    # with a running grandchild g that has a queued child of its own, h) and c
+    # (queued); each in a class of its own, so that each claim takes its run.
+    root = client.submit("acme", "plan", priority=6).run_id
+    [p] = client.claim([6])
+    a = client.spawn(root, p.epoch, "a", "research", priority=7)
+    b = client.spawn(root, p.epoch, "b", "write", priority=8)
+    c = client.spawn(root, p.epoch, "c", "review", priority=5)
+    assert a is not None and b is not None and c is not None
+    [ca] = client.claim([7])
+    client.record_usage(a, ca.epoch, {"cost_usd": Decimal("0.10")})
+    client.complete(a, ca.epoch, {"ok": True})
+    [cb] = client.claim([8])
+    g = client.spawn(b, cb.epoch, "g", "fetch", priority=9)
+    assert g is not None
+    [cg] = client.claim([9])
+    h = client.spawn(g, cg.epoch, "h", "page", priority=9)
+    assert client.wait_children(root, p.epoch) is True
+
+    code, out, err = run_cli(capsys, "inspect", str(root))
+    assert (code, err) == (0, "")
+    tree = out.split("\n\n")[1]
+    assert inspected_fields(out)["parent_run_id"] == "-"
+    assert inspected_fields(out)["status"] == "waiting_for_children"
+    lines = tree.splitlines()
+    assert lines[0].split() == ["child", "run", "kind", "status", "usage"]
+    assert [line.split() for line in lines[2:]] == [
+        ["a", str(a), "research", "succeeded", '{"cost_usd":0.10}'],
+        ["b", str(b), "write", "running", "{}"],
+        ["└", "g", str(g), "fetch", "running", "{}"],
+        ["└", "h", str(h), "page", "queued", "{}"],
+        ["c", str(c), "review", "queued", "{}"]]
+    assert lines[5].startswith("  └ h")  # indented under g
+    # Two levels: h is counted, not shown.
+    code, out, _ = run_cli(capsys, "inspect", str(root), "--depth", "2")
+    rows = [line.split() for line in out.split("\n\n")[1].splitlines()[2:]]
+    assert rows[2] == ["└", "g", str(g), "fetch", "running", "{}"]
+    assert rows[3][:5] == ["└", "…", "1", "more", "(deeper"]
+    assert rows[4][0] == "c"
+
+    # A child shows its parent; a run of neither shows neither.
+    code, out, _ = run_cli(capsys, "inspect", str(g))
+    assert inspected_fields(out)["parent_run_id"] == str(b)
+    assert out.split("\n\n")[1] == f"parent  run {b}  write  running  usage {{}}"
+    assert [line.split()[:2] for line in out.split("\n\n")[2].splitlines()[2:]] == [
+        ["h", str(h)]]
+    plain = client.submit("acme", "k", priority=6).run_id
+    code, out, _ = run_cli(capsys, "inspect", str(plain))
+    assert "parent  run" not in out and "child" not in out.split("\n\n")[1]
+
+    code, out, _ = run_cli(capsys, "--json", "inspect", str(root))
+    doc = json.loads(out, parse_float=Decimal)
+    assert doc["parent"] is None and doc["run"]["parent_run_id"] is None
+    assert doc["more_children"] == 0
+    assert [(x["key"], x["run_id"], x["status"]) for x in doc["children"]] == [
+        ("a", a, "succeeded"), ("b", b, "running"), ("c", c, "queued")]
+    assert doc["children"][0]["usage"] == {"cost_usd": Decimal("0.10")}
+    assert doc["children"][0]["result"] == {"ok": True}
+    [grand] = doc["children"][1]["children"]
+    assert (grand["key"], grand["run_id"], grand["children"][0]["run_id"]) == ("g", g, h)
+    code, out, _ = run_cli(capsys, "--json", "inspect", str(g))
+    doc = json.loads(out)
+    assert (doc["parent"]["run_id"], doc["parent"]["status"]) == (b, "running")
+    with pytest.raises(SystemExit):
+        main(["inspect", str(root), "--depth", "0"])
+    assert "must be 1 or more" in capsys.readouterr().err
 
 
 def test_usage(client: Client, capsys: pytest.CaptureFixture[str]) -> None:

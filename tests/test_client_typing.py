@@ -30,6 +30,7 @@ CALLS = [
     "record_usage", "set_budget", "usage_report", "list_runs", "throughput", "recovery_totals",
     "create_schedule", "drop_schedule", "tick", "schedules",
     "watch", "unwatch", "read_output", "emit", "record_model_call", "model_calls",
+    "spawn", "wait_children", "children",
 ]
 # Not one query each (the shared dispatcher of runq.waiting): the same
 # names and signatures on both clients, awaited or iterated on AsyncClient.
@@ -62,6 +63,9 @@ async def check(client: Client, aclient: AsyncClient) -> None:
     reveal_type(await aclient.pauses())
     reveal_type(client.pause("class", "10", reason="deploy"))
     client.pause("class", 10)
+    reveal_type(client.spawn(1, 1, "k", "kind", {"n": 1}, priority=0))
+    reveal_type(await aclient.children(1))
+    reveal_type(client.wait_children(1, 1))
 '''
 
 REVEALED = [
@@ -79,6 +83,9 @@ REVEALED = [
     "None",
     "list[runq.types.Limit]",
     "list[runq.types.Pause]",
+    "bool",
+    "int | None",
+    "list[runq.types.ChildRun]",
     "bool",
 ]
 

@@ -60,6 +60,7 @@ class Seeded:
     cancellable: int
     redrivable: int
     all_ids: list[int]
+    family: dict[str, int]  # a parent waiting for its children, by key ("root": the parent)
 
 
 def _seed(url: str) -> Seeded:
@@ -155,10 +156,29 @@ def _seed(url: str) -> Seeded:
         c.set_limit("tenant", "globex", 8)
         c.pause("kind", "agent.nightly", "vendor outage")
         c.create_schedule("nightly-digest", "acme", "agent.digest", cron="0 3 * * *")
+
+        # A family in class 5: a plan waiting for its children, research
+        # (succeeded, with usage) and draft (running), and draft's child
+        # cite (queued).
+        root = submit("acme", "agent.plan", 5)
+        e_root = claimed(root, 5)
+        research = c.spawn(root, e_root, "research", "agent.research")
+        assert research is not None
+        e_research = claimed(research, 5)
+        assert c.record_usage(research, e_research, {"cost_usd": Decimal("0.25"),
+                                                     "input_tokens": 900})
+        assert c.complete(research, e_research, {"sources": 3})
+        draft = c.spawn(root, e_root, "draft", "agent.write")
+        assert draft is not None
+        e_draft = claimed(draft, 5, lease=timedelta(hours=1))
+        cite = c.spawn(draft, e_draft, "cite", "agent.cite")
+        assert cite is not None
+        assert c.wait_children(root, e_root)
+        family = {"root": root, "research": research, "draft": draft, "cite": cite}
         all_ids = [r[0] for r in conn.execute(
             "SELECT run_id FROM runq.runs ORDER BY run_id DESC").fetchall()]
     return Seeded(url, fenced, failed, waiting, queued, answered, cancellable, redrivable,
-                  all_ids)
+                  all_ids, family)
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +288,14 @@ def _ids(browser: WebDriver, table: str) -> list[int]:
     return [int(i) for i in ids]
 
 
+def _links(browser: WebDriver, css: str) -> list[tuple[str, str]]:
+    """The text and href of each link css matches, read in one script."""
+    links: list[list[str]] = browser.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]),"
+        " a => [a.innerText.trim(), a.getAttribute('href')])", css)
+    return [(text, href) for text, href in links]
+
+
 def _post(url: str, fields: dict[str, str], *, origin: str | None = None,
           host: str | None = None) -> tuple[int, str, str | None]:
     """status, body and Location of a form POST, redirects not followed."""
@@ -302,8 +330,10 @@ def test_overview_shows_the_queue_the_chart_orphans_limits_and_pauses(
         browser: WebDriver, reader_site: str, superuser: runq.Client) -> None:
     _open(browser, reader_site + "/", "overview")
     want = [[str(s.priority), str(s.ready), str(s.scheduled), str(s.running),
-             str(s.waiting_for_user), str(s.failed)] for s in superuser.queue_stats()]
-    assert [row[:6] for row in _cells(browser, "queue-stats")] == want
+             str(s.waiting_for_user), str(s.waiting_for_children), str(s.failed)]
+            for s in superuser.queue_stats()]
+    assert [row[:7] for row in _cells(browser, "queue-stats")] == want
+    assert ["5", "1", "0", "1", "0", "1", "0"] in want  # the family's class
     # The chart: a point per minute of the hour for each line, and the
     # totals of runq.throughput over it.
     for line in ("started", "finished"):
@@ -419,6 +449,42 @@ def test_the_run_page_shows_the_output_as_it_is_written(
     _wait(browser, lambda b: len(_cells(b, "output")) == 3)
     shown = [(seq, epoch, chunk) for seq, epoch, _, chunk in _cells(browser, "output")]
     assert shown == [("1", "2", "Hello"), ("2", "2", '{\n  "step": 1\n}'), ("3", "2", ", world")]
+
+
+def test_the_run_page_shows_the_parent_and_the_childrens_tree(
+        browser: WebDriver, reader_site: str, seeded: Seeded, superuser: runq.Client) -> None:
+    f = seeded.family
+    _open(browser, f"{reader_site}/runs/{f['root']}", "run-children")
+    assert browser.find_element(By.ID, "status").text == "waiting_for_children"
+    assert browser.find_element(By.ID, "parent").text == "none"
+    assert _ids(browser, "children") == [f["research"], f["draft"], f["cite"]]
+    depths = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table#children tr[data-run-id]'),"
+        " r => r.dataset.depth)")
+    assert depths == ["1", "1", "2"]
+    assert _cells(browser, "children") == [
+        ["research", str(f["research"]), "agent.research", "succeeded",
+         "cost_usd 0.25, input_tokens 900"],
+        ["draft", str(f["draft"]), "agent.write", "running", ""],
+        ["└ cite", str(f["cite"]), "agent.cite", "queued", ""]]
+    assert [c.usage for c in superuser.children(f["root"])] == [
+        {"cost_usd": Decimal("0.25"), "input_tokens": 900}, {}]
+    # Each child links to its page, which links back to its parent. (Read in
+    # one script each: these pages refresh themselves every second.)
+    assert _links(browser, "table#children a") == [
+        (str(r), f"/runs/{r}") for r in (f["research"], f["draft"], f["cite"])]
+    browser.get(f"{reader_site}/runs/{f['draft']}")
+    assert _links(browser, "#parent a") == [(f"run {f['root']}", f"/runs/{f['root']}")]
+    assert "agent.plan waiting_for_children" in browser.find_element(By.ID, "parent").text
+    assert _ids(browser, "children") == [f["cite"]]
+    browser.get(f"{reader_site}/runs/{f['cite']}")
+    assert _links(browser, "#parent a") == [(f"run {f['draft']}", f"/runs/{f['draft']}")]
+    assert browser.find_element(By.ID, "no-children").text == "No children."
+    # The runs page filters by the new status.
+    browser.get(reader_site + "/runs?status=waiting_for_children")
+    assert _ids(browser, "runs") == [f["root"]]
+    assert "waiting_for_children" in [o.text for o in Select(
+        browser.find_element(By.NAME, "status")).options]
 
 
 def test_the_run_page_shows_inputs_and_an_unknown_run_is_404(

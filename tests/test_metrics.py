@@ -24,7 +24,8 @@ from runq.types import RecoveryTotals
 
 Connect = Callable[[], psycopg.Connection[Any]]
 SHORT = timedelta(milliseconds=1)  # a lease that has expired by the next statement
-STATUSES = ("ready", "scheduled", "running", "waiting_for_user", "failed")
+STATUSES = ("ready", "scheduled", "running", "waiting_for_user", "waiting_for_children",
+            "failed")
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 

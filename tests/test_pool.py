@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from runq import Client
-from runq.pool import RunContext, RunStopped, Slot, WorkerPool
+from runq.pool import AsyncRunContext, RunContext, RunStopped, Slot, WorkerPool
 
 
 def events(conn: psycopg.Connection, run_id: int) -> list[tuple[str, int]]:
@@ -309,3 +309,110 @@ def test_usage_of_a_stopped_run_is_recorded_and_the_stop_has_its_reason(db_url, 
     assert usage == {"input_tokens": 1200}
     assert ("run.usage", 1) in events(conn, run) and ("run.checkpointed", 1) not in events(
         conn, run)
+
+
+# -- child runs ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_a_parent_spawns_waits_for_and_reads_its_children(db_url, conn, style):
+    # The parent's first attempt spawns two children (the same key again is
+    # the same child) and waits: its handler ends there, and a write after
+    # the wait raises RunStopped "finished". The pool runs the children (held
+    # until the parent waits), the last one's end queues the parent, and its
+    # resumed claim reads their results through ctx.children().
+    seen: list = []
+    waiting = threading.Event()
+
+    def sync_parent(ctx: RunContext):
+        if ctx.run.resumed:
+            return {k.key: [k.run_id, k.status, k.result] for k in ctx.children()}
+        a = ctx.spawn("a", "child", {"n": 1})
+        b = ctx.spawn("b", "child", {"n": 2}, max_attempts=1)
+        seen.append((a, b, ctx.spawn("a", "child", {"n": 1})))
+        ctx.wait_children()
+        waiting.set()
+        try:
+            ctx.checkpoint({"late": True})
+        except RunStopped as stopped:
+            seen.append(stopped.reason)
+        return {"not": "written"}
+
+    async def async_parent(ctx: AsyncRunContext):
+        if ctx.run.resumed:
+            return {k.key: [k.run_id, k.status, k.result] for k in await ctx.children()}
+        a = await ctx.spawn("a", "child", {"n": 1})
+        b = await ctx.spawn("b", "child", {"n": 2}, max_attempts=1)
+        seen.append((a, b, await ctx.spawn("a", "child", {"n": 1})))
+        await ctx.wait_children()
+        waiting.set()
+        try:
+            await ctx.checkpoint({"late": True})
+        except RunStopped as stopped:
+            seen.append(stopped.reason)
+        return {"not": "written"}
+
+    def child(ctx: RunContext):
+        assert ctx.children() == []
+        waiting.wait(10)
+        return {"double": ctx.run.payload["n"] * 2}
+
+    handlers = {"parent": sync_parent if style == "sync" else async_parent, "child": child}
+    pool = WorkerPool(db_url, handlers, [Slot((10,), 3)], poll_interval=0.1,
+                      sweep_interval=None)
+    with Client.connect(db_url) as client:
+        run = client.submit("t", "parent").run_id
+        pool.start()
+        try:
+            wait_for(lambda: client_status(conn, run) == "succeeded")
+            wait_for(lambda: not pool.inflight())
+        finally:
+            pool.stop()
+            pool.join()
+        done = client.get_run(run)
+        kids = client.children(run)
+    (a, b, again), reason = seen
+    assert (again, reason) == (a, "finished"), seen
+    assert [(k.key, k.run_id, k.status) for k in kids] == [("a", a, "succeeded"),
+                                                            ("b", b, "succeeded")]
+    assert done.result == {"a": [a, "succeeded", {"double": 2}],
+                           "b": [b, "succeeded", {"double": 4}]}
+    assert events(conn, run) == [
+        ("run.created", 0), ("run.claimed", 1), ("run.spawned", 1), ("run.spawned", 1),
+        ("run.waiting_for_children", 1), ("run.children_done", 1), ("run.claimed", 2),
+        ("run.succeeded", 2)], events(conn, run)
+
+
+def test_spawn_of_a_cancelled_run_stops_the_handler_and_creates_nothing(db_url, conn):
+    go = threading.Event()
+    seen: list = []
+
+    def parent(ctx: RunContext) -> None:
+        go.wait(10)
+        try:
+            ctx.spawn("a", "child")
+        except RunStopped as stopped:
+            seen.append(stopped.reason)
+        try:
+            ctx.wait_children()
+        except RunStopped as stopped:
+            seen.append(("again", stopped.reason))
+
+    pool = WorkerPool(db_url, {"parent": parent}, [Slot((10,), 1)], poll_interval=0.1,
+                      sweep_interval=None)
+    with Client.connect(db_url) as client:
+        run = client.submit("t", "parent").run_id
+        pool.start()
+        try:
+            wait_for(lambda: client_status(conn, run) == "running")
+            assert client.cancel(run) == "cancel_requested"
+            go.set()
+            wait_for(lambda: len(seen) == 2)
+            wait_for(lambda: not pool.inflight())
+        finally:
+            pool.stop()
+            pool.join()
+        assert client.children(run) == []
+        assert client.get_run(run).status == "cancelled"
+    assert seen == ["cancelled", ("again", "cancelled")]
+    assert "run.spawned" not in [t for t, _ in events(conn, run)]

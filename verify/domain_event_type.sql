@@ -5,6 +5,6 @@
 \ir lib/domain.sql
 
 BEGIN;
--- This version takes run.usage.
-SELECT 'run.usage'::runq.event_type;
+-- This version takes the events of child runs.
+SELECT 'run.children_done'::runq.event_type;
 ROLLBACK;

@@ -3,3 +3,8 @@
 \set domain runq.run_status
 \set base text
 \ir lib/domain.sql
+
+BEGIN;
+-- This version takes waiting_for_children.
+SELECT 'waiting_for_children'::runq.run_status;
+ROLLBACK;

@@ -2,6 +2,6 @@
 
 \set function 'runq.begin_turn(bigint, bigint)'
 \set callers 'runq_worker runq_admin'
--- This version fails a run past its deadline and gates on the budget.
-\set body 'runq._is_reached('
+-- This version reads every ancestor's budget.
+\set body 'runq._ancestor_overrun('
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.get_run(bigint)'
 \set callers 'runq_client runq_admin'
--- This version shows usage (from runq.run_usage), budget and deadline.
-\set body 'LEFT JOIN runq.run_usage'
+-- This version returns parent_run_id.
+\set body 'r.parent_run_id'
 \ir lib/function.sql

@@ -2,6 +2,6 @@
 
 \set function 'runq.redrive(bigint, text)'
 \set callers 'runq_admin'
--- This version opens a fresh deadline window, and names a schedule's live run.
-\set body 'runs_schedule_active_key'
+-- This version refuses a child of a terminal parent.
+\set body 'v_parent'
 \ir lib/function.sql

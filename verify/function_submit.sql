@@ -2,6 +2,6 @@
 
 \set function 'runq.submit(text, text, jsonb, text, integer, text, text, timestamptz, integer, text, interval, jsonb, interval)'
 \set callers 'runq_client runq_admin'
--- This version takes budget and timeout.
-\set body 'submit.budget, submit.timeout'
+-- This version counts a run waiting for its children as the session's.
+\set body 'waiting_for_children'
 \ir lib/function.sql

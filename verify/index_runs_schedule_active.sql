@@ -15,3 +15,8 @@ BEGIN
         'runs_schedule_active_key is not UNIQUE (schedule) over the non-terminal runs with a schedule';
 END $$;
 ROLLBACK;
+
+BEGIN;
+-- This version holds the runs waiting for their children.
+SELECT 1/(pg_get_indexdef('runq.runs_schedule_active_key'::regclass) LIKE '%waiting_for_children%')::integer;
+ROLLBACK;

@@ -2,8 +2,7 @@
 
 BEGIN;
 
--- This version ends with usage, budget and deadline.
-SELECT (NULL::runq.run_info).finished_at, (NULL::runq.run_info).usage,
-       (NULL::runq.run_info).budget, (NULL::runq.run_info).deadline;
+-- This version ends with parent_run_id.
+SELECT (NULL::runq.run_info).deadline, (NULL::runq.run_info).parent_run_id;
 
 ROLLBACK;

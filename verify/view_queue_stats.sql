@@ -2,7 +2,8 @@
 
 BEGIN;
 
-SELECT priority, ready, scheduled, running, waiting_for_user, failed, oldest_ready_age
+SELECT priority, ready, scheduled, running, waiting_for_user, failed, oldest_ready_age,
+       waiting_for_children
   FROM runq.queue_stats
  WHERE false;
 

@@ -3,7 +3,7 @@
 -- Fixtures here write the tables directly, as the superuser pg_prove runs as:
 -- this file tests the schema, not the functions.
 BEGIN;
-SELECT plan(433);
+SELECT plan(458);
 
 -- ---------------------------------------------------------------------------
 -- Schema, roles, tables, sequences, types
@@ -13,13 +13,14 @@ SELECT tables_are('runq',
     ARRAY['settings', 'runs', 'run_events', 'idempotency_keys',
           'checkpoints', 'inputs', 'tool_calls', 'limit_settings', 'limit_debts',
           'pause_settings', 'run_usage', 'schedule_settings', 'watches', 'run_output',
-          'model_calls']);
+          'model_calls', 'spawns']);
 SELECT sequences_are('runq',
     ARRAY['idle_mark', 'progress_seq', 'runs_run_id_seq', 'run_events_event_id_seq']);
 SELECT types_are('runq', ARRAY['run_info', 'run_event', 'identifier', 'run_status', 'recovery_policy',
                                'priority_class', 'counter', 'attempt_limit', 'epoch', 'duration',
                                'json_object', 'failure_record', 'event_type', 'tool_idempotency',
-                               'tool_call_status', 'run_shape', 'consistent_run_shape', 'completed_and_claimed']);
+                               'tool_call_status', 'run_shape', 'consistent_run_shape', 'completed_and_claimed',
+                               'child_info']);
 -- Each column's own rule is a domain (checked only when the column is
 -- written, from a cached expression), not a table CHECK (rebuilt by every
 -- UPDATE of the row).
@@ -39,7 +40,8 @@ SELECT ok(NOT has_schema_privilege('public', 'runq', 'CREATE'),
 -- Columns: the exact set of each table and type, then every column's type
 -- ---------------------------------------------------------------------------
 SELECT columns_are('runq', 'settings',
-    ARRAY['singleton', 'lease', 'backoff_base', 'backoff_cap', 'stale_after']);
+    ARRAY['singleton', 'lease', 'backoff_base', 'backoff_cap', 'stale_after', 'max_child_depth',
+          'max_children']);
 SELECT columns_are('runq', 'runs',
     ARRAY['run_id', 'lease_epoch', 'last_checkpoint', 'created_at', 'updated_at',
           'scheduled_for', 'ready_at', 'expires_at', 'heartbeat_at', 'lease_expires_at',
@@ -47,7 +49,7 @@ SELECT columns_are('runq', 'runs',
           'tools_begun', 'priority', 'cancel_requested', 'status', 'recovery_policy',
           'tenant_id', 'session_id', 'kind', 'principal_id', 'lease_owner', 'payload',
           'result', 'failure', 'question', 'parked', 'budget', 'timeout', 'deadline', 'schedule',
-          'watched']);
+          'watched', 'parent_run_id', 'spawned']);
 SELECT columns_are('runq', 'run_events',
     ARRAY['run_id', 'event_id', 'epoch', 'created_at', 'type', 'payload']);
 SELECT columns_are('runq', 'idempotency_keys',
@@ -67,11 +69,15 @@ SELECT columns_are('runq', 'watches', ARRAY['run_id', 'pid', 'backend_start']);
 SELECT columns_are('runq', 'run_output', ARRAY['run_id', 'seq', 'epoch', 'created_at', 'chunk']);
 SELECT columns_are('runq', 'model_calls', ARRAY['run_id', 'seq', 'epoch', 'applied', 'created_at',
                                                 'request_hash', 'response', 'usage']);
+SELECT columns_are('runq', 'spawns', ARRAY['parent_run_id', 'key', 'run_id', 'request_hash']);
 -- The composite types get_run and run_events return: the contract's columns.
 SELECT columns_are('runq', 'run_info',
     ARRAY['run_id', 'tenant_id', 'session_id', 'kind', 'status', 'priority', 'attempts',
           'max_attempts', 'scheduled_for', 'lease_epoch', 'cancel_requested', 'result',
-          'failure', 'question', 'created_at', 'updated_at', 'finished_at', 'usage', 'budget', 'deadline']);
+          'failure', 'question', 'created_at', 'updated_at', 'finished_at', 'usage', 'budget', 'deadline',
+          'parent_run_id']);
+SELECT columns_are('runq', 'child_info',
+    ARRAY['key', 'run_id', 'kind', 'status', 'result', 'failure', 'usage']);
 SELECT columns_are('runq', 'run_event',
     ARRAY['event_id', 'epoch', 'type', 'payload', 'created_at']);
 
@@ -83,6 +89,8 @@ INSERT INTO expected_columns VALUES
     ('settings', 'backoff_base',     'interval',                 true),
     ('settings', 'backoff_cap',      'interval',                 true),
     ('settings', 'stale_after',      'interval',                 false),
+    ('settings', 'max_child_depth',  'bigint',                   true),
+    ('settings', 'max_children',     'bigint',                   true),
     ('runs', 'run_id',               'bigint',                   true),
     ('runs', 'lease_epoch',          'runq.epoch',                   true),
     ('runs', 'last_checkpoint',      'bigint',                   false),
@@ -118,6 +126,8 @@ INSERT INTO expected_columns VALUES
     ('runs', 'timeout',              'interval',                 false),
     ('runs', 'deadline',             'timestamp with time zone', false),
     ('runs', 'watched',              'boolean',                  false),
+    ('runs', 'parent_run_id',        'bigint',                   false),
+    ('runs', 'spawned',              'runq.counter',             false),
     ('run_usage', 'run_id',          'bigint',                   true),
     ('run_usage', 'usage',           'jsonb',                    true),
     ('watches', 'run_id',            'bigint',                   true),
@@ -136,6 +146,10 @@ INSERT INTO expected_columns VALUES
     ('model_calls', 'request_hash',  'text',                     true),
     ('model_calls', 'response',      'jsonb',                    true),
     ('model_calls', 'usage',         'jsonb',                    false),
+    ('spawns', 'parent_run_id',      'bigint',                   true),
+    ('spawns', 'key',                'text',                     true),
+    ('spawns', 'run_id',             'bigint',                   true),
+    ('spawns', 'request_hash',       'bytea',                    true),
     ('run_events', 'run_id',         'bigint',                   true),
     ('run_events', 'event_id',       'bigint',                   true),
     ('run_events', 'epoch',          'runq.epoch',                   true),
@@ -260,6 +274,10 @@ SELECT is((SELECT c.confdeltype::text FROM pg_catalog.pg_constraint AS c
             WHERE c.conrelid = 'runq.run_usage'::regclass AND c.contype = 'f'),
           'c', 'a run''s usage totals go with it (ON DELETE CASCADE): a purge cannot miss one recorded meanwhile');
 SELECT hasnt_fk('runq', 'run_events', 'run_events has no foreign key (no RI check on the hot path)');
+SELECT fk_ok('runq', 'spawns', 'parent_run_id', 'runq', 'runs', 'run_id');
+SELECT is((SELECT array_agg(c.confdeltype::text) FROM pg_catalog.pg_constraint AS c
+            WHERE c.conrelid = 'runq.spawns'::regclass AND c.contype = 'f'),
+          ARRAY['c'], 'a parent''s keys go with it (ON DELETE CASCADE), and a child is no foreign key: a purged child keeps its key used');
 
 -- The exact set of CHECK constraints of each table.
 SELECT is(
@@ -270,6 +288,7 @@ SELECT is(
     format('runq.%s has exactly its CHECK constraints', tbl))
   FROM (VALUES
     ('settings', ARRAY['settings_backoff_base_check', 'settings_check', 'settings_lease_check',
+                       'settings_max_child_depth_check', 'settings_max_children_check',
                        'settings_singleton_check', 'settings_stale_after_check']),
     ('runs', ARRAY['runs_shape_consistent']),
     ('run_events', ARRAY[]::text[]),
@@ -284,7 +303,8 @@ SELECT is(
     ('run_usage', ARRAY[]::text[]),
     ('watches', ARRAY[]::text[]),
     ('run_output', ARRAY[]::text[]),
-    ('model_calls', ARRAY['model_calls_request_hash_check', 'model_calls_seq_check'])
+    ('model_calls', ARRAY['model_calls_request_hash_check', 'model_calls_seq_check']),
+    ('spawns', ARRAY['spawns_key_check'])
   ) AS v(tbl, checks);
 -- runs' one CHECK casts each row's shape to a domain that carries the five
 -- run-state invariants (a domain's constraints are cached per session; a
@@ -308,7 +328,8 @@ SELECT indexes_are('runq', 'runs',
           'runs_claimable_idx', 'runs_claimable_kind_idx', 'runs_queued_tenant_idx',
           'runs_queued_kind_idx', 'runs_running_tenant_idx', 'runs_running_kind_idx',
           'runs_parked_idx', 'runs_deadline_idx', 'runs_schedule_active_key',
-          'runs_list_tenant_idx', 'runs_list_kind_idx']);
+          'runs_list_tenant_idx', 'runs_list_kind_idx', 'runs_waiting_children_idx',
+          'runs_live_children_idx']);
 SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key', 'run_events_usage_idx',
                                            'run_events_created_idx', 'run_events_requeued_idx']);
 SELECT indexes_are('runq', 'idempotency_keys', ARRAY['idempotency_keys_scope_key', 'idempotency_keys_run_idx']);
@@ -325,11 +346,21 @@ SELECT indexes_are('runq', 'watches', ARRAY['watches_pkey']);
 SELECT indexes_are('runq', 'run_output', ARRAY['run_output_pkey']);
 -- The journal's key, and the one applied row a request may have.
 SELECT indexes_are('runq', 'model_calls', ARRAY['model_calls_pkey', 'model_calls_applied_key']);
+-- A parent's children by key: its key is its only index.
+SELECT indexes_are('runq', 'spawns', ARRAY['spawns_pkey']);
 
 SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, idx || ' is defined as designed')
   FROM (VALUES
     ('runs_session_active_key',
-     'CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text])) AND (session_id IS NOT NULL))'),
+     'CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text, ''waiting_for_children''::text])) AND (session_id IS NOT NULL))'),
+    ('runs_schedule_active_key',
+     'CREATE UNIQUE INDEX runs_schedule_active_key ON runq.runs USING btree (schedule) WHERE ((schedule IS NOT NULL) AND ((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text, ''waiting_for_children''::text])))'),
+    -- The runs waiting for their children, by class, for queue_stats.
+    ('runs_waiting_children_idx',
+     'CREATE INDEX runs_waiting_children_idx ON runq.runs USING btree (priority) WHERE ((status)::text = ''waiting_for_children''::text)'),
+    -- A parent's children that are not terminal: its wait, its wake, its cascade.
+    ('runs_live_children_idx',
+     'CREATE INDEX runs_live_children_idx ON runq.runs USING btree (parent_run_id, run_id) WHERE ((parent_run_id IS NOT NULL) AND ((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text, ''waiting_for_children''::text])))'),
     ('runs_held_idx',
      'CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY[''running''::text, ''waiting_for_user''::text]))'),
     ('runs_queue_expiry_idx',
@@ -356,7 +387,7 @@ SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, 
      'CREATE INDEX runs_parked_idx ON runq.runs USING btree (priority, tenant_id, ready_at, run_id) WHERE (((status)::text = ''queued''::text) AND parked)'),
     -- The sweep's head of the runs with a deadline that are not yet terminal.
     ('runs_deadline_idx',
-     'CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY[''queued''::text, ''waiting_for_user''::text])))'),
+     'CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY[''queued''::text, ''waiting_for_user''::text, ''waiting_for_children''::text])))'),
     -- The usage ledger by time, for usage_report.
     ('run_events_usage_idx',
      'CREATE INDEX run_events_usage_idx ON runq.run_events USING btree (created_at, run_id) WHERE ((type)::text = ''run.usage''::text)'),

@@ -3,7 +3,7 @@
 -- SECURITY DEFINER with a pinned search_path and a comment; classes are
 -- integer parameters, so callers need no casts.
 BEGIN;
-SELECT plan(268);
+SELECT plan(286);
 
 CREATE TEMP TABLE contract (fn name, argtypes name[], args text, result text) ON COMMIT DROP;
 INSERT INTO contract VALUES
@@ -30,6 +30,16 @@ INSERT INTO contract VALUES
      'run_id bigint, after_seq bigint DEFAULT 0, max_chunks integer DEFAULT 1000',
      'TABLE(seq bigint, epoch bigint, chunk jsonb, created_at timestamp with time zone)'),
     ('emit', ARRAY['bigint', 'bigint', 'jsonb[]'], 'run_id bigint, epoch bigint, chunks jsonb[]', 'boolean'),
+    -- child runs
+    ('spawn',
+     ARRAY['bigint', 'bigint', 'text', 'text', 'jsonb', 'integer', 'integer', 'text', 'interval', 'jsonb'],
+     'run_id bigint, epoch bigint, key text, kind text, payload jsonb DEFAULT ''{}''::jsonb, '
+     'priority integer DEFAULT NULL::integer, max_attempts integer DEFAULT 3, '
+     'recovery_policy text DEFAULT ''resume''::text, timeout interval DEFAULT NULL::interval, '
+     'budget jsonb DEFAULT NULL::jsonb',
+     'bigint'),
+    ('wait_children', ARRAY['bigint', 'bigint'], 'run_id bigint, epoch bigint', 'boolean'),
+    ('children', ARRAY['bigint'], 'run_id bigint', 'SETOF runq.child_info'),
     -- workers
     ('claim', ARRAY['integer[]', 'text', 'interval', 'integer', 'text[]'],
      'classes integer[], worker_id text DEFAULT NULL::text, lease interval DEFAULT NULL::interval, '
@@ -156,7 +166,8 @@ SELECT is((SELECT p.prorettype::regtype FROM pg_catalog.pg_proc AS p
 -- queue_stats is a view with the contract's columns.
 SELECT has_view('runq', 'queue_stats', 'runq.queue_stats is a view');
 SELECT columns_are('runq', 'queue_stats',
-    ARRAY['priority', 'ready', 'scheduled', 'running', 'waiting_for_user', 'failed', 'oldest_ready_age']);
+    ARRAY['priority', 'ready', 'scheduled', 'running', 'waiting_for_user', 'failed', 'oldest_ready_age',
+          'waiting_for_children']);
 -- So are limits and pauses.
 SELECT has_view('runq', 'limits', 'the limits are a view');
 SELECT columns_are('runq', 'limits', ARRAY['scope', 'key', 'max_running', 'running']);

@@ -80,8 +80,12 @@ CREATE FUNCTION pg_temp.fenced(p_run bigint) RETURNS text LANGUAGE sql AS $$
       FROM runq.run_events AS e WHERE e.run_id = p_run AND e.type = 'run.fenced'
 $$;
 -- A run's failure but its time and message: the fields a test can know.
+-- A budget_exhausted failure names the run whose budget it was: this run's
+-- own here, so run_id is left out only when it is this run's.
 CREATE FUNCTION pg_temp.failure(bigint) RETURNS jsonb LANGUAGE sql AS $$
-    SELECT r.failure - 'at' - 'message' FROM runq.get_run($1) AS r
+    SELECT r.failure - 'at' - 'message'
+           - CASE WHEN r.failure ->> 'run_id' = $1::text THEN 'run_id' ELSE '' END
+      FROM runq.get_run($1) AS r
 $$;
 -- The first column of a query's first row as text, or 'ERROR <SQLSTATE> <message>':
 -- an error becomes a failed test, not the end of the file.

@@ -22,7 +22,7 @@
 -- of an expired lease. Classes 2900..2999; tenants, kinds, workers and
 -- schedules named ob-*.
 BEGIN;
-SELECT plan(242);
+SELECT plan(249);
 
 \ir helpers/recovery.sql
 
@@ -113,7 +113,7 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                  WHERE p.pronamespace = 'runq'::regnamespace
                    AND pg_catalog.has_function_privilege('runq_observer', p.oid, 'EXECUTE')
                  ORDER BY 1),
-          ARRAY['runq.dead_letter(integer)', 'runq.get_run(bigint)',
+          ARRAY['runq.children(bigint)', 'runq.dead_letter(integer)', 'runq.get_run(bigint)',
                 'runq.list_runs(text,text,text,bigint,integer)', 'runq.model_calls(bigint)',
                 'runq.orphan_report(interval)', 'runq.read_output(bigint,bigint,integer)',
                 'runq.recovery_totals()', 'runq.run_events(bigint)',
@@ -395,13 +395,13 @@ SELECT is(pg_temp.walk(w.s, w.t, w.k, w.page), pg_temp.naive(w.s, w.t, w.k, NULL
 SELECT pg_temp.state() AS state_before \gset
 SET ROLE :"obs";
 SELECT throws_ok($$SELECT * FROM runq.list_runs('bogus')$$, '22023',
-                 'status must be one of queued, running, waiting_for_user, succeeded, failed, cancelled, got ''bogus''',
+                 'status must be one of queued, running, waiting_for_user, waiting_for_children, succeeded, failed, cancelled, got ''bogus''',
                  'an unknown status is 22023 naming it');
 SELECT throws_ok($$SELECT * FROM runq.list_runs('RUNNING')$$, '22023',
-                 'status must be one of queued, running, waiting_for_user, succeeded, failed, cancelled, got ''RUNNING''',
+                 'status must be one of queued, running, waiting_for_user, waiting_for_children, succeeded, failed, cancelled, got ''RUNNING''',
                  'statuses are lower case');
 SELECT throws_ok($$SELECT * FROM runq.list_runs('')$$, '22023',
-                 'status must be one of queued, running, waiting_for_user, succeeded, failed, cancelled, got ''''',
+                 'status must be one of queued, running, waiting_for_user, waiting_for_children, succeeded, failed, cancelled, got ''''',
                  'an empty status is 22023');
 SELECT throws_ok($$SELECT * FROM runq.list_runs(tenant_id => '')$$, '22023',
                  'tenant_id must be NULL or 1 to 256 characters, got ''''', 'an empty tenant_id is 22023');

@@ -27,7 +27,7 @@
 -- clause, so the statement it runs is parsed under the hostile path.
 -- Classes 4000..4099.
 BEGIN;
-SELECT plan(151);
+SELECT plan(155);
 
 -- ---------------------------------------------------------------------------
 -- 1. Privileges on every relation of the schema (catalog-driven)
@@ -45,7 +45,7 @@ SELECT is(ARRAY(SELECT c.relname::text || ':' || c.relkind::text FROM pg_catalog
                 'progress_seq:S',
                 'queue_stats:v', 'run_events:r', 'run_events_event_id_seq:S', 'run_output:r',
                 'run_usage:r', 'runs:r', 'runs_run_id_seq:S', 'schedule_settings:r', 'schedules:v',
-                'settings:r', 'tool_calls:r', 'watches:r'],
+                'settings:r', 'spawns:r', 'tool_calls:r', 'watches:r'],
           'runq holds these tables, views and sequences (a new one must be added to the plan count)');
 
 -- 19 tables and views x 4 grantees = 76 tests. The four views are

@@ -26,7 +26,8 @@ export type Amounts = Record<string, string>;
 export type JsonObject = { [key: string]: unknown };
 
 export type RunStatus =
-  | "queued" | "running" | "waiting_for_user" | "succeeded" | "failed" | "cancelled";
+  | "queued" | "running" | "waiting_for_user" | "waiting_for_children"
+  | "succeeded" | "failed" | "cancelled";
 export type RecoveryPolicy = "resume" | "zero_work" | "fail";
 export type ToolIdempotency = "read_only" | "idempotent" | "non_idempotent";
 
@@ -62,6 +63,20 @@ export interface Run {
   usage: Amounts;
   budget: Amounts | null;
   deadline: Date | null;
+  /** The run that spawned this one (runq.spawn); null for a submitted run. */
+  parentRunId: bigint | null;
+}
+
+/** One child of a run (runq.children, a runq.child_info row), in spawn order.
+ * usage is the child's own totals, which include its descendants'. */
+export interface ChildRun {
+  key: string;
+  runId: bigint;
+  kind: string;
+  status: RunStatus;
+  result: unknown;
+  failure: Failure | null;
+  usage: Amounts;
 }
 
 export interface ClaimedRun {
@@ -128,6 +143,18 @@ export interface SubmitOptions {
   queueTtl?: Interval | null;
   budget?: AmountsInput | null;
   timeout?: Interval | null;
+}
+
+/** A child's request beside its kind and payload (runq.spawn). Left out, the
+ * SQL defaults apply: the parent's priority, 3 attempts, "resume", no
+ * timeout of its own (the parent's deadline still bounds it), no budget of
+ * its own (the ancestors' budgets still apply). */
+export interface SpawnOptions {
+  priority?: number;
+  maxAttempts?: number;
+  recoveryPolicy?: RecoveryPolicy;
+  timeout?: Interval | null;
+  budget?: AmountsInput | null;
 }
 
 export interface ClaimOptions {
@@ -336,6 +363,14 @@ export class Client {
     return Object.values(await this.#one<Record<string, unknown>>(fn, args))[0];
   }
 
+  async #idOrNull(fn: string, args: readonly Arg[]): Promise<bigint | null> {
+    const value = await this.#value(fn, args);
+    if (value !== null && typeof value !== "bigint") {
+      throw new TypeError(`runq.${fn} returned ${String(value)}, expected a bigint or null`);
+    }
+    return value;
+  }
+
   async #bool(fn: string, args: readonly Arg[]): Promise<boolean> {
     const value = await this.#value(fn, args);
     if (typeof value !== "boolean") throw new TypeError(`runq.${fn} returned ${String(value)}, expected a boolean`);
@@ -398,6 +433,11 @@ export class Client {
       opt("after_seq", "bigint", options.afterSeq),
       opt("max_chunks", "integer", options.maxChunks),
     ])) as unknown as OutputChunk[];
+  }
+
+  /** runq.children: the run's children in spawn order. Raises RunNotFound. */
+  async children(runId: Id): Promise<ChildRun[]> {
+    return (await this.#call("children", [req("run_id", "bigint", runId)])) as unknown as ChildRun[];
   }
 
   /** runq.run_events: the run's events in order. Raises RunNotFound. */
@@ -501,6 +541,33 @@ export class Client {
     return this.#bool("emit", [
       req("run_id", "bigint", runId), req("epoch", "bigint", epoch),
       req("chunks", "jsonb[]", chunks.map((c) => json(c) ?? null))]);
+  }
+
+  /** runq.spawn: a queued child run of this run, named by key among its
+   * children; its run_id. The same key again (from any epoch of the run)
+   * answers the same child and creates nothing; with a different request it
+   * raises IdempotencyConflict. null when fenced (nothing created). */
+  spawn(runId: Id, epoch: Id, key: string, kind: string, payload?: JsonObject,
+    options: SpawnOptions = {}): Promise<bigint | null> {
+    return this.#idOrNull("spawn", [
+      req("run_id", "bigint", runId),
+      req("epoch", "bigint", epoch),
+      req("key", "text", key),
+      req("kind", "text", kind),
+      opt("payload", "jsonb", json(payload)),
+      opt("priority", "integer", options.priority),
+      opt("max_attempts", "integer", options.maxAttempts),
+      opt("recovery_policy", "text", options.recoveryPolicy),
+      opt("timeout", "interval", interval(options.timeout)),
+      opt("budget", "jsonb", amounts(options.budget)),
+    ]);
+  }
+
+  /** runq.wait_children: the lease ends and the run waits (waiting_for_children)
+   * until its last child ends, then is queued again for a resumed claim (at
+   * once when no child is live). false when fenced. */
+  waitChildren(runId: Id, epoch: Id): Promise<boolean> {
+    return this.#bool("wait_children", [req("run_id", "bigint", runId), req("epoch", "bigint", epoch)]);
   }
 
   /** runq.begin_turn: before a chargeable model call (the budget gate). */

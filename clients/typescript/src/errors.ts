@@ -87,8 +87,8 @@ export function fromPgError(error: unknown): RunqError | undefined {
  * said after the refusal: "cancelled", "deadline_exceeded",
  * "budget_exhausted" (runq stopped it under this epoch), "fenced" (anything
  * else took it away, or the reason could not be read), "finished" (this
- * handler's askUser went out already), or "shutdown" (the worker loop's
- * grace ran out and it gave the run back).
+ * handler's askUser or waitChildren went out already), or "shutdown" (the
+ * worker loop's grace ran out and it gave the run back).
  */
 export type StopReason =
   | "fenced" | "cancelled" | "deadline_exceeded" | "budget_exhausted" | "finished" | "shutdown";

@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 
 import type {
-  AmountsInput, ClaimedRun, Client, JsonObject, ToolIdempotency,
+  AmountsInput, ChildRun, ClaimedRun, Client, JsonObject, SpawnOptions, ToolIdempotency,
 } from "./client.js";
 import { isJsonEncodable } from "./client.js";
 import { RunStopped, type StopReason } from "./errors.js";
@@ -29,6 +29,15 @@ export interface RunContext {
   recordUsage(usage: AmountsInput): Promise<boolean>;
   /** Park the run until deliverInput; the handler should return, its result is not written. */
   askUser(question: unknown): Promise<void>;
+  /** A queued child run of this run, named by key among its children: its
+   * run_id. The same key again (a resumed attempt spawning anew) gives the
+   * same child; a different request under it throws IdempotencyConflict. */
+  spawn(key: string, kind: string, payload?: JsonObject, options?: SpawnOptions): Promise<bigint>;
+  /** Park the run until its last child ends; its next claim is a resumed one
+   * (read ctx.children() there). The handler should return, its result is not written. */
+  waitChildren(): Promise<void>;
+  /** This run's children in spawn order: their status, result, failure, usage. */
+  children(): Promise<ChildRun[]>;
 }
 
 /** Its return value completes the run; a thrown error fails it. */
@@ -112,7 +121,7 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
   const done = new AbortController(); // the handler has returned (or was given up on)
   let stop: RunStopped | undefined;
   let parked = false;
-  let asking = false; // ask_user is on its way: no heartbeat may land after it
+  let asking = false; // ask_user or wait_children is on its way: no heartbeat may land after it
   let beat: Promise<unknown> = Promise.resolve();
 
   const stopWith = async (reason?: StopReason): Promise<RunStopped> => {
@@ -123,11 +132,28 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
     }
     return stop;
   };
-  // A fenced write: refused without a round trip once the run is stopped.
-  const write = async (call: () => Promise<boolean>): Promise<void> => {
+  // A fenced write is refused without a round trip once the run is stopped.
+  const refuse = (): void => {
     if (stop !== undefined) throw stop;
     if (parked) throw new RunStopped(runId, epoch, "finished");
+  };
+  const write = async (call: () => Promise<boolean>): Promise<void> => {
+    refuse();
     if (!(await call())) throw await stopWith();
+  };
+  // The run ends its lease and waits (ask_user, wait_children): the handler's
+  // result is not written after it.
+  const park = async (call: () => Promise<boolean>): Promise<void> => {
+    // A heartbeat committed after it would be fenced (the run is no longer
+    // running) and log a run.fenced that no stale worker caused.
+    asking = true;
+    await beat.catch(() => undefined);
+    try {
+      await write(call);
+      parked = true;
+    } finally {
+      asking = false;
+    }
   };
 
   const ctx: RunContext = {
@@ -143,18 +169,15 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
       if (!ok) await stopWith();
       return ok;
     },
-    askUser: async (question) => {
-      // A heartbeat committed after ask_user would be fenced (the run is no
-      // longer running) and log a run.fenced that no stale worker caused.
-      asking = true;
-      await beat.catch(() => undefined);
-      try {
-        await write(() => client.askUser(runId, epoch, question));
-        parked = true;
-      } finally {
-        asking = false;
-      }
+    askUser: (question) => park(() => client.askUser(runId, epoch, question)),
+    spawn: async (key, kind, payload, options) => {
+      refuse();
+      const child = await client.spawn(runId, epoch, key, kind, payload, options);
+      if (child === null) throw await stopWith(); // fenced, as a write's false
+      return child;
     },
+    waitChildren: () => park(() => client.waitChildren(runId, epoch)),
+    children: () => client.children(runId),
   };
 
   const beating = (async () => {
@@ -194,7 +217,7 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
     }
     return undefined;
   }
-  if (stop !== undefined || parked) return undefined; // runq decided already, or the run waits for its user
+  if (stop !== undefined || parked) return undefined; // runq decided already, or the run waits (user, children)
   if (first.ok) {
     if (!isJsonEncodable(first.value)) {
       await client.fail(runId, epoch, { code: "result_not_json", message: "the handler's result is not JSON" });

@@ -16,6 +16,7 @@ from runq.errors import (
     SessionBusy,
 )
 from runq.types import (
+    ChildRun,
     Chunk,
     ClaimedRun,
     CompletedAndClaimed,
@@ -36,6 +37,7 @@ from runq.types import (
 
 __all__ = [
     "AsyncClient",
+    "ChildRun",
     "Chunk",
     "ClaimedRun",
     "Client",

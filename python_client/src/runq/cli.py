@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from runq import family
 from runq.client import Client, json_text
 from runq.errors import RunqError
 from runq.types import Schedule, UsageRow
@@ -141,9 +142,10 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
         print("no queued, running, waiting or failed runs")
     else:
         print(table(
-            ["class", "ready", "scheduled", "running", "waiting", "failed", "oldest ready"],
+            ["class", "ready", "scheduled", "running", "waiting", "on children", "failed",
+             "oldest ready"],
             [[_class(s.priority), s.ready, s.scheduled, s.running, s.waiting_for_user,
-              s.failed, s.oldest_ready_age] for s in stats]))
+              s.waiting_for_children, s.failed, s.oldest_ready_age] for s in stats]))
     if limits:
         print()
         print(table(["limit", "key", "max running", "running"],
@@ -183,8 +185,11 @@ def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
     run = client.get_run(args.run)
     events = client.run_events(args.run)
     calls = client.tool_calls(args.run)
+    parent = family.parent_of(client, run)
+    children = family.descendants(client, args.run, args.depth, INSPECT_LIMIT)
     if args.json:
-        _print_json({"run": run, "events": events, "tool_calls": calls})
+        _print_json({"run": run, "events": events, "tool_calls": calls, "parent": parent,
+                     "children": _nested(children.shown), "more_children": children.more})
         return 0
     fields = dataclasses.asdict(run)
     fields["priority"] = _class(run.priority)
@@ -192,6 +197,19 @@ def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
     for key, value in fields.items():
         print(f"{key.ljust(width)}  {_cell(value)}")
     print()
+    if run.parent_run_id is not None:
+        print(f"parent  run {run.parent_run_id}  " + (
+            "(purged)" if parent is None else f"{parent.kind}  {parent.status}  "
+            f"usage {_cell(parent.usage)}"))
+        print()
+    if children.shown or children.more:
+        print(table(["child", "run", "kind", "status", "usage"], [
+            [_branch(depth, b.run.key), b.run.run_id, b.run.kind, b.run.status, b.run.usage]
+            if isinstance(b, family.Branch) else
+            [_branch(depth, f"… {b} more" + (" (deeper than --depth)" if depth > args.depth
+                                             else "")), None, None, None, None]
+            for depth, b in family.rows(children)]))
+        print()
     print(table(["event", "time", "epoch", "type", "payload"],
                 [[e.event_id, e.created_at, e.epoch, e.type, _clip(_cell(e.payload), 80)]
                  for e in events]))
@@ -201,6 +219,21 @@ def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
                     [[c.call_id, c.tool, c.idempotency, c.status, c.epoch, c.started_at,
                       c.finished_at] for c in calls]))
     return 0
+
+
+# The most descendants `runq inspect` reads (family.descendants).
+INSPECT_LIMIT = 1000
+
+
+def _branch(depth: int, text: str) -> str:
+    """A tree's label: a child of the run as it is, deeper ones indented."""
+    return text if depth == 1 else "  " * (depth - 2) + "└ " + text
+
+
+def _nested(branches: Sequence[family.Branch]) -> list[dict[str, Any]]:
+    """The tree as JSON: each child's fields, its children, how many more."""
+    return [{**dataclasses.asdict(b.run), "children": _nested(b.children.shown),
+             "more_children": b.children.more} for b in branches]
 
 
 # --by: the columns a usage row is folded by
@@ -613,8 +646,11 @@ def _parser() -> argparse.ArgumentParser:
 
     command("status", "queue statistics by priority class, the limits, the pauses and the "
                       "schedules")
-    p = command("inspect", "a run (with its usage, budget and deadline) and its event timeline")
+    p = command("inspect", "a run (with its usage, budget and deadline), its parent and its"
+                           " children's tree, and its event timeline")
     p.add_argument("run", type=int, metavar="RUN")
+    p.add_argument("--depth", type=_positive_int, default=family.DEPTH, metavar="LEVELS",
+                   help=f"levels of children shown (default {family.DEPTH})")
     p = command("usage", "the usage recorded in a window, per tenant and kind, from the ledger")
     p.add_argument("--since", type=_time, required=True, metavar="TIME",
                    help="from this time on (ISO 8601, or a span ago: 24h, 7d)")

@@ -270,6 +270,19 @@ def _value(typ: type[T], function: str, required: Mapping[str, Any],
     return _Query(*_select(function, required, optional), tuple_row, decode)
 
 
+def _optional(typ: type[T], function: str, required: Mapping[str, Any],
+              optional: Mapping[str, Any] | None = None) -> _Query[T | None]:
+    """The one value runq.<function> returns: a ``typ``, or None for SQL NULL."""
+
+    def decode(rows: list[tuple[Any, ...]]) -> T | None:
+        value = rows[0][0] if rows else None
+        if value is not None and not isinstance(value, typ):
+            raise TypeError(f"runq.{function} returned {value!r}, expected {typ.__name__}")
+        return value
+
+    return _Query(*_select(function, required, optional), tuple_row, decode)
+
+
 def _void(function: str, required: Mapping[str, Any],
           optional: Mapping[str, Any] | None = None) -> _Query[None]:
     """A call of runq.<function>, which returns void: the call's result is None."""
@@ -455,6 +468,13 @@ class _Calls(Generic[Conn, Pool]):
         """runq.run_events: the run's events in order. Raises RunNotFound."""
         return _rows(types.Event, "run_events", {"run_id": run_id})
 
+    @_Call
+    def children(self, run_id: int) -> _Query[list[types.ChildRun]]:
+        """runq.children: the children the run spawned, in spawn order, each
+        with its status, result, failure and usage (its own totals, its
+        descendants' included). Raises RunNotFound."""
+        return _rows(types.ChildRun, "children", {"run_id": run_id})
+
     # -- waiting for a run and its output ----------------------------------------
 
     @_Call
@@ -634,6 +654,40 @@ class _Calls(Generic[Conn, Pool]):
     def model_calls(self, run_id: int) -> _Query[list[types.ModelCall]]:
         """runq.model_calls: the run's journaled model requests."""
         return _rows(types.ModelCall, "model_calls", {"run_id": run_id})
+
+    @_Call
+    def spawn(
+        self,
+        run_id: int,
+        epoch: int,
+        key: str,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        priority: int | None = None,
+        max_attempts: int = 3,
+        recovery_policy: str = "resume",
+        timeout: timedelta | None = None,
+        budget: Mapping[str, int | float | Decimal] | None = None,
+    ) -> _Query[int | None]:
+        """runq.spawn: a queued child run of the run, named key among its
+        children (its tenant, and its parent's priority unless given); the
+        child's run_id, None when fenced (nothing created). The same key
+        again by the run's current epoch is the same child, whatever epoch
+        spawned it. Raises IdempotencyConflict (the key with another
+        request), InvalidArgument, RunNotFound."""
+        return _optional(int, "spawn", {"run_id": run_id, "epoch": epoch, "key": key,
+                                        "kind": kind, "max_attempts": max_attempts,
+                                        "recovery_policy": recovery_policy}, {
+            "payload": _jsonb(payload), "priority": priority, "timeout": timeout,
+            "budget": _jsonb(budget)})
+
+    @_Call
+    def wait_children(self, run_id: int, epoch: int) -> _Query[bool]:
+        """runq.wait_children: the lease ends and the run waits for its
+        children (waiting_for_children), queued again once every one is
+        terminal (at once when none is live); False when fenced."""
+        return _value(bool, "wait_children", {"run_id": run_id, "epoch": epoch})
 
     # -- operators ----------------------------------------------------------
 

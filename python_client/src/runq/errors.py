@@ -83,7 +83,7 @@ class RunStopped(Exception):
       it, the sweep took it back, a lease the database stayed out of reach
       for); also when the reason could not be read;
     * ``"finished"``: this handler's own last write (complete, fail,
-      ask_user) has gone out already;
+      ask_user, wait_children) has gone out already;
     * ``"not_found"``: the run no longer exists (purged);
     * ``"pool_stopped"``: the pool's event loop has ended;
     * None: a RunStopped the handler raised itself without one.

@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = [
+    "ChildRun",
     "Chunk",
     "ClaimedRun",
     "Event",
@@ -121,6 +122,24 @@ class Run:
     usage: dict[str, Decimal] = field(default_factory=dict, metadata=EXACT)
     budget: dict[str, Decimal] | None = field(default=None, metadata=EXACT)
     deadline: datetime | None = None
+    # The run that spawned this one (runq.spawn); None for a run submitted.
+    # A parent purged before its child still names it here.
+    parent_run_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """One row of runq.children: a child the run spawned, in spawn order.
+    key names it among its parent's children; usage is its own totals,
+    which include its descendants'."""
+
+    key: str
+    run_id: int
+    kind: str
+    status: str
+    result: Any
+    failure: dict[str, Any] | None
+    usage: dict[str, Decimal] = field(default_factory=dict, metadata=EXACT)
 
 
 @dataclass(frozen=True)
@@ -205,6 +224,9 @@ class QueueStats:
     waiting_for_user: int
     failed: int
     oldest_ready_age: timedelta | None
+    # Runs waiting for their children (runq.wait_children); 0 on a schema
+    # before child runs.
+    waiting_for_children: int = 0
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from runq import family
 from runq.client import Client, json_text
 from runq.dashboard.metrics import CONTENT_TYPE_LATEST, metrics_text
 from runq.errors import InvalidArgument, RunNotFound, RunqError
@@ -58,7 +59,12 @@ OUTPUT_CHUNKS = 500
 MAX_ID = 2**63 - 1  # a bigint
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 TERMINAL = ("succeeded", "failed", "cancelled")
-STATUSES = ("queued", "running", "waiting_for_user", "succeeded", "failed", "cancelled")
+STATUSES = ("queued", "running", "waiting_for_user", "waiting_for_children", "succeeded",
+            "failed", "cancelled")
+# A run page shows its children's tree this many levels down, at most this
+# many runs of it (each costs a runq.children call, on every refresh).
+FAMILY_DEPTH = 3
+FAMILY_LIMIT = 100
 # Events an operator looks for first on a stuck run: a stale worker stopped,
 # a lease that expired.
 ALERT_EVENTS = frozenset({"run.fenced", "run.requeued"})
@@ -241,7 +247,10 @@ def create_app(database_url: str, *, allow_actions: bool = False,
             return refused(request, error, 404)
         events = reader.run_events(run_id)
         output = reader.read_output(run_id, max_chunks=OUTPUT_CHUNKS + 1)
+        children = family.descendants(reader, run_id, FAMILY_DEPTH, FAMILY_LIMIT)
         return page(request, "run.html", run=found, events=events,
+                    parent=family.parent_of(reader, found), children=list(family.rows(children)),
+                    family_depth=FAMILY_DEPTH,
                     output=output[:OUTPUT_CHUNKS], output_clipped=len(output) > OUTPUT_CHUNKS,
                     tool_calls=reader.tool_calls(run_id), usage=_usage_rows(found),
                     checkpoints=_of(events, "run.checkpointed"),

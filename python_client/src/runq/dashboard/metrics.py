@@ -18,7 +18,8 @@ from runq import Client
 
 __all__ = ["CONTENT_TYPE_LATEST", "RunqCollector", "metrics_text"]
 
-STATUSES = ("ready", "scheduled", "running", "waiting_for_user", "failed")
+STATUSES = ("ready", "scheduled", "running", "waiting_for_user", "waiting_for_children",
+            "failed")
 
 
 class RunqCollector:

@@ -27,8 +27,11 @@ the pool reads once (``runq.get_run``) after the first refusal: the cancel,
 the deadline or the budget, or else fenced. A handler that returns
 completes the run with its return value; one that raises fails it with the
 exception's class and message; a return value jsonb cannot hold fails it
-with code ``result_not_json``. The claimed run's budget, deadline and usage
-(as of the claim, over every attempt) are on the context.
+with code ``result_not_json``. After ``ctx.ask_user`` or ``ctx.wait_children``
+(the run waits for its user, or for the child runs ``ctx.spawn`` made) the
+run is no longer the handler's: it should return, and what it returns is
+not written. The claimed run's budget, deadline and usage (as of the claim,
+over every attempt) are on the context.
 
 Every lease/3 one ``runq.heartbeat_many`` extends the lease of every run in
 flight. A run whose element comes back false (fenced, cancelled) is stopped

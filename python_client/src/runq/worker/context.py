@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runq.client import AsyncClient
 from runq.errors import RunStopped
-from runq.types import ClaimedRun, ModelCall, ToolCall
+from runq.types import ChildRun, ClaimedRun, ModelCall, ToolCall
 from runq.worker.links import on_client
 from runq.worker.state import RunState
 
@@ -101,9 +101,9 @@ class AsyncRunContext:
         """Append chunk (a JSON value: a token, a progress note) to the run's
         output (runq.emit), for readers of Client.stream. Buffered, and sent
         with other chunks a few milliseconds later (runq.worker.emits), and
-        before the run's complete, fail or ask_user; a refusal stops the run
-        (the next write raises RunStopped). Raises TypeError for a chunk that
-        is not JSON, RunStopped once the run is no longer ours."""
+        before the run's complete, fail, ask_user or wait_children; a refusal
+        stops the run (the next write raises RunStopped). Raises TypeError for
+        a chunk that is not JSON, RunStopped once the run is no longer ours."""
         await self._writes.emit(self._state, chunk)
 
     async def _write(self, call: Callable[[AsyncClient], Awaitable[bool]], **how: Any) -> None:
@@ -137,6 +137,33 @@ class AsyncRunContext:
         """Wait for the user; the handler should return after this."""
         await self._writes.write(self._state, lambda c: c.ask_user(
             self.run_id, self.epoch, question), final=True)
+
+    async def spawn(self, key: str, kind: str, payload: Mapping[str, Any] | None = None, *,
+                    priority: int | None = None, max_attempts: int = 3,
+                    recovery_policy: str = "resume", timeout: timedelta | None = None,
+                    budget: Mapping[str, int | float | Decimal] | None = None) -> int:
+        """Spawn a child run named key among this run's children
+        (runq.spawn) and return its run_id. A resumed attempt that spawns
+        the same key again gets the same child (the same request, or
+        IdempotencyConflict). Raises RunStopped, writing nothing, once the
+        run is no longer ours (fenced, cancelled, past its deadline)."""
+        return await self._writes.spawn(self._state, lambda c: c.spawn(
+            self.run_id, self.epoch, key, kind, payload, priority=priority,
+            max_attempts=max_attempts, recovery_policy=recovery_policy, timeout=timeout,
+            budget=budget))
+
+    async def wait_children(self) -> None:
+        """Wait for the run's children (runq.wait_children); the handler
+        should return after this. The run is claimed again, resumed, once
+        every child is terminal (at once when none is live): ctx.children()
+        then has their results."""
+        await self._writes.write(self._state, lambda c: c.wait_children(
+            self.run_id, self.epoch), final=True)
+
+    async def children(self) -> list[ChildRun]:
+        """The run's children in spawn order (runq.children): their status,
+        result, failure and usage."""
+        return await self._writes.db.persist(on_client(lambda c: c.children(self.run_id)))
 
     async def complete(self, result: Any = None) -> None:
         await self._writes.write(self._state, None, final=True, result=result)
@@ -235,6 +262,23 @@ class RunContext:
     def ask_user(self, question: Any) -> None:
         """Wait for the user; the handler should return after this."""
         self._wait(self._async.ask_user(question))
+
+    def spawn(self, key: str, kind: str, payload: Mapping[str, Any] | None = None, *,
+              priority: int | None = None, max_attempts: int = 3,
+              recovery_policy: str = "resume", timeout: timedelta | None = None,
+              budget: Mapping[str, int | float | Decimal] | None = None) -> int:
+        """AsyncRunContext.spawn, from the handler's thread."""
+        return self._wait(self._async.spawn(
+            key, kind, payload, priority=priority, max_attempts=max_attempts,
+            recovery_policy=recovery_policy, timeout=timeout, budget=budget))
+
+    def wait_children(self) -> None:
+        """Wait for the run's children; the handler should return after this."""
+        self._wait(self._async.wait_children())
+
+    def children(self) -> list[ChildRun]:
+        """The run's children in spawn order: their status, result and usage."""
+        return self._wait(self._async.children())
 
     def complete(self, result: Any = None) -> None:
         self._wait(self._async.complete(result))

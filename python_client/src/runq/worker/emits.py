@@ -2,8 +2,8 @@
 buffer; every GATHER seconds the buffers of all runs go out together, one
 statement for them all, so a thousand runs writing tokens cost the database
 a few statements a tick, not one per token. A run's buffer is also sent
-(flushed) before its last write (complete, fail, ask_user), and a false
-answer stops the run as any refused write does.
+(flushed) before its last write (complete, fail, ask_user, wait_children),
+and a false answer stops the run as any refused write does.
 
 Sent again after a lost connection, an emit would store its chunks twice.
 So the pool counts the chunks of each run that landed, and before sending a

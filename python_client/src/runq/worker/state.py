@@ -36,8 +36,9 @@ class Phase(enum.Enum):
     # Its completion waits in line for a complete_many: no other write may
     # follow it, but heartbeats go on (the batch may wait on a row lock).
     COMPLETING = "completing"
-    # Its last write (complete, fail, ask_user, release) is under way or has
-    # landed: no write and no heartbeat goes out for it any more.
+    # Its last write (complete, fail, ask_user, wait_children, release) is
+    # under way or has landed: no write and no heartbeat goes out for it any
+    # more.
     FINISHING = "finishing"
     # No longer ours (fenced, cancelled, purged, out of reach for a lease):
     # every write raises RunStopped. Nothing leads out of it.

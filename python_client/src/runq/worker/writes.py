@@ -61,6 +61,23 @@ class Writes:
             self.core.stop_run(state)
             raise await self.refusal(state, "was fenced or cancelled")
 
+    async def spawn(self, state: RunState,
+                    call: Callable[[AsyncClient], Awaitable[int | None]]) -> int:
+        """runq.spawn under the run's epoch, as a fenced write: the child's
+        run_id, and NULL (fenced, cancelled, past the deadline) stops the run
+        as a false answer does. Sent again after a lost connection, the same
+        key by the same epoch is the same child: nothing is created twice."""
+        child: int | None = None
+
+        async def spawned(c: AsyncClient) -> bool:
+            nonlocal child
+            child = await call(c)
+            return child is not None
+
+        await self.write(state, spawned)
+        assert child is not None  # write raised otherwise
+        return child
+
     async def emit(self, state: RunState, chunk: Any) -> None:
         """Buffer a chunk of the run's output (see runq.worker.emits)."""
         json_text(chunk)  # not JSON: raised here, in the handler

@@ -1,0 +1,8 @@
+-- Revert runq:function__cancel_children from pg
+
+BEGIN;
+
+DROP FUNCTION runq._cancel_children(bigint[], timestamptz);
+DROP FUNCTION runq._lock_descendants(bigint[]);
+
+COMMIT;

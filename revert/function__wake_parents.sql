@@ -1,0 +1,8 @@
+-- Revert runq:function__wake_parents from pg
+
+BEGIN;
+
+DROP FUNCTION runq._family_ended(bigint[], bigint[], timestamptz);
+DROP FUNCTION runq._wake_parents(bigint[], timestamptz);
+
+COMMIT;

@@ -1,0 +1,51 @@
+-- Revert runq:function_dead_letter from pg
+-- (back to dead_letter as v0.1.3 released it)
+-- requires: table_runs
+-- requires: index_runs_dead_letter
+-- requires: type_run_info
+-- requires: role_runq_admin
+-- requires: argument_checks
+
+BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
+
+-- Called by operators (runq failed). Reads only failed runs, through the
+-- partial runs_dead_letter_idx, newest failure first.
+-- Raises 22023 (max_runs NULL or below 1).
+--
+-- max_runs is checked by runq._check_count.
+CREATE OR REPLACE FUNCTION runq.dead_letter(max_runs integer DEFAULT 100)
+    RETURNS SETOF runq.run_info
+    LANGUAGE plpgsql
+    STABLE
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Each check is true or raises 22023 naming the argument and its value
+    -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
+    -- would run them as a statement of its own.
+    IF runq._check_count('max_runs', dead_letter.max_runs) THEN
+    END IF;
+    RETURN QUERY
+        SELECT r.run_id, r.tenant_id::text, r.session_id::text, r.kind::text, r.status::text,
+               r.priority::integer, r.attempts::integer, r.max_attempts::integer,
+               r.scheduled_for, r.lease_epoch::bigint, r.cancel_requested, r.result,
+               r.failure::jsonb, r.question, r.created_at, r.updated_at, r.finished_at
+          FROM runq.runs AS r
+         WHERE r.status = 'failed'
+         ORDER BY r.finished_at DESC, r.run_id DESC
+         LIMIT dead_letter.max_runs;
+END
+$$;
+
+REVOKE ALL ON FUNCTION runq.dead_letter(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION runq.dead_letter(integer) TO runq_admin;
+
+COMMENT ON FUNCTION runq.dead_letter(integer) IS
+$c$The dead letter: up to max_runs failed runs, newest failure first, with the columns of runq.get_run (failure says why). runq.redrive takes one back out.
+Raises 22023 (max_runs NULL or below 1).$c$;
+
+COMMIT;

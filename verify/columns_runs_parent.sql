@@ -1,0 +1,7 @@
+-- Verify runq:columns_runs_parent on pg
+
+BEGIN;
+
+SELECT parent_run_id, spawned FROM runq.runs WHERE false;
+
+ROLLBACK;

@@ -1,0 +1,6 @@
+-- Verify runq:function_list_runs on pg
+
+\set function 'runq.list_runs(text, text, text, bigint, integer)'
+\set callers 'runq_admin runq_observer'
+\set volatility s
+\ir lib/function.sql
