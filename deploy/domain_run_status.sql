@@ -1,6 +1,6 @@
 -- Deploy runq:domain_run_status to pg
 -- requires: domain_run_status@v0.2.0
--- requires: index_runs_waiting_children
+-- requires: index_runs_held
 -- Locks: ACCESS EXCLUSIVE on the domain runq.run_status for a catalog update (no table is scanned), waiting at most 2 s for it.
 
 BEGIN;

@@ -1,6 +1,6 @@
 -- Deploy runq:function__cancel_children to pg
 -- requires: columns_runs_parent
--- requires: index_runs_live_children
+-- requires: table_spawns
 -- requires: function__notify_watchers
 
 BEGIN;
@@ -28,23 +28,22 @@ CREATE FUNCTION runq._lock_descendants(run_ids bigint[])
     VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+    -- A parent's children through its keys (runq.spawns): no index of runs
+    -- is kept for them, so no claim or complete of any run pays for one.
     WITH RECURSIVE down (run_id, depth) AS (
-        SELECT c.run_id, 1
-          FROM runq.runs AS c
-         WHERE c.parent_run_id = ANY (_lock_descendants.run_ids)
-           AND c.parent_run_id IS NOT NULL
-           AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+        SELECT s.run_id, 1
+          FROM runq.spawns AS s
+         WHERE s.parent_run_id = ANY (_lock_descendants.run_ids)
         UNION ALL
-        SELECT c.run_id, down.depth + 1
+        SELECT s.run_id, down.depth + 1
           FROM down
-          JOIN runq.runs AS c
-            ON c.parent_run_id = down.run_id
-           AND c.parent_run_id IS NOT NULL
-           AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+          JOIN runq.runs AS c ON c.run_id = down.run_id AND c.spawned IS NOT NULL
+          JOIN runq.spawns AS s ON s.parent_run_id = down.run_id
     )
     SELECT
       FROM runq.runs AS r
       JOIN down ON down.run_id = r.run_id
+     WHERE r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
      ORDER BY down.depth DESC, r.run_id
        FOR NO KEY UPDATE OF r;
 $$;
@@ -67,7 +66,8 @@ BEGIN
         WITH flagged AS (
             UPDATE runq.runs AS r
                SET cancel_requested = true, updated_at = at
-             WHERE r.parent_run_id = ANY (v_parents) AND r.parent_run_id IS NOT NULL
+             WHERE r.run_id = ANY (ARRAY(SELECT s.run_id FROM runq.spawns AS s
+                                         WHERE s.parent_run_id = ANY (v_parents)))
                AND r.status = 'running' AND NOT r.cancel_requested
             RETURNING r.run_id, r.lease_epoch
         )
@@ -80,10 +80,11 @@ BEGIN
         -- (above), so the self-join's snapshot shows the status replaced.
         WITH cancelled AS (
             UPDATE runq.runs AS r
-               SET status = 'cancelled', question = NULL, finished_at = at, updated_at = at
+               SET status = 'cancelled', question = NULL, waiting_on = NULL, finished_at = at, updated_at = at
               FROM runq.runs AS o
-             WHERE o.run_id = r.run_id
-               AND r.parent_run_id = ANY (v_parents) AND r.parent_run_id IS NOT NULL
+             WHERE r.run_id = ANY (ARRAY(SELECT s.run_id FROM runq.spawns AS s
+                                         WHERE s.parent_run_id = ANY (v_parents)))
+               AND o.run_id = r.run_id
                AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
             RETURNING r.run_id, r.lease_epoch, r.spawned, r.tenant_id, r.kind,
                       o.status AS previous_status, o.parked

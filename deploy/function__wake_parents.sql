@@ -1,6 +1,5 @@
 -- Deploy runq:function__wake_parents to pg
 -- requires: columns_runs_parent
--- requires: index_runs_live_children
 -- requires: domain_event_type
 -- requires: domain_run_status
 -- requires: admission
@@ -12,20 +11,20 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 -- Called in the transaction that gave child runs a terminal status, with
--- their parents, by the functions that end runs (only for runs that have a
--- parent). A parent waiting for its children whose last live child this was
+-- their parents (a parent once per child that ended), by the functions that
+-- end runs (only for runs that have a parent). A parent waiting for its
+-- children counts down (runs.waiting_on); the one whose count reaches 0
 -- goes back to the queue (run.children_done), attempts reset as input
--- delivery resets them, admitted as a run back from waiting is, and a
--- worker is woken.
+-- delivery resets them, admitted as a run back from waiting is, and a worker
+-- is woken.
 --
--- Exactly once, whatever the interleaving: the parent is locked before its
--- children are counted, in a statement of its own, so that of two children
--- ending at once the second to lock sees the first's end (READ COMMITTED
--- takes a new snapshot for each statement), and the first sees the second
--- still live. runq.wait_children closes the other race (a child ending while
--- its parent starts to wait) from its side. A parent not waiting is not
--- locked: a running parent that ends locks its children (runq._cancel_children),
--- and this order, child then parent, is taken only towards a waiting one.
+-- Exactly once, whatever the interleaving: the count is taken down under
+-- the parent's row lock, so of two children ending at once the second to
+-- lock sees the first's count. runq.wait_children closes the other race (a
+-- child ending while its parent starts to wait) from its side. A parent not
+-- waiting is not locked: a running parent that ends locks its children
+-- (runq._cancel_children), and this order, child then parent, is taken only
+-- towards a waiting one.
 CREATE FUNCTION runq._wake_parents(parents bigint[], at timestamptz)
     RETURNS void
     LANGUAGE plpgsql
@@ -33,39 +32,40 @@ CREATE FUNCTION runq._wake_parents(parents bigint[], at timestamptz)
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_waiting bigint[];
-    v_done    bigint[];
+    v_done bigint[];
 BEGIN
-    SELECT array_agg(r.run_id ORDER BY r.run_id) INTO v_waiting
-      FROM runq.runs AS r
-     WHERE r.run_id = ANY (_wake_parents.parents)
-       AND r.status = 'waiting_for_children';
-    IF v_waiting IS NULL THEN
+    IF NOT EXISTS (SELECT FROM runq.runs AS r
+                    WHERE r.run_id = ANY (_wake_parents.parents)
+                      AND r.status = 'waiting_for_children') THEN
         RETURN;
     END IF;
 
-    SELECT array_agg(r.run_id ORDER BY r.run_id) INTO v_waiting
-      FROM (SELECT r.run_id
-              FROM runq.runs AS r
-             WHERE r.run_id = ANY (v_waiting) AND r.status = 'waiting_for_children'
-             ORDER BY r.run_id
-               FOR NO KEY UPDATE) AS r;
+    -- Locked in run_id order (the UPDATE below would lock them in any).
+    PERFORM FROM runq.runs AS r
+     WHERE r.run_id = ANY (_wake_parents.parents) AND r.status = 'waiting_for_children'
+     ORDER BY r.run_id
+       FOR NO KEY UPDATE;
 
-    WITH requeued AS (
+    WITH ended AS (
+        SELECT p.run_id, count(*) AS n
+          FROM unnest(_wake_parents.parents) AS p (run_id)
+         GROUP BY p.run_id
+    ), counted AS (
         UPDATE runq.runs AS r
-           SET status = 'queued', attempts = 0, updated_at = at
-         WHERE r.run_id = ANY (v_waiting)
-           AND NOT EXISTS (SELECT FROM runq.runs AS c
-                            WHERE c.parent_run_id = r.run_id AND c.parent_run_id IS NOT NULL
-                              AND c.status IN ('queued', 'running', 'waiting_for_user',
-                                               'waiting_for_children'))
-        RETURNING r.run_id, r.lease_epoch
+           SET waiting_on = CASE WHEN r.waiting_on > e.n THEN r.waiting_on - e.n END,
+               status = CASE WHEN r.waiting_on > e.n THEN r.status ELSE 'queued' END,
+               attempts = CASE WHEN r.waiting_on > e.n THEN r.attempts ELSE 0 END,
+               updated_at = at
+          FROM ended AS e
+         WHERE r.run_id = e.run_id AND r.status = 'waiting_for_children'
+        RETURNING r.run_id, r.lease_epoch, r.status
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT q.run_id, q.lease_epoch, 'run.children_done', '{}', at
-          FROM requeued AS q
+        SELECT c.run_id, c.lease_epoch, 'run.children_done', '{}', at
+          FROM counted AS c
+         WHERE c.status = 'queued'
     )
-    SELECT array_agg(q.run_id) INTO v_done FROM requeued AS q;
+    SELECT array_agg(c.run_id) INTO v_done FROM counted AS c WHERE c.status = 'queued';
     IF v_done IS NOT NULL THEN
         -- Back from waiting, each needs admitting when limits or pauses are
         -- set (deploy/admission.sql).
@@ -98,7 +98,7 @@ REVOKE ALL ON FUNCTION runq._wake_parents(bigint[], timestamptz),
                        runq._family_ended(bigint[], bigint[], timestamptz) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._wake_parents(bigint[], timestamptz) IS
-    'Internal: queues again (run.children_done, attempts reset) each of these parents that waits for its children and has none left that is not terminal.';
+    'Internal: counts down each of these parents that waits for its children (once per occurrence), and queues again (run.children_done, attempts reset) those whose count reaches 0.';
 COMMENT ON FUNCTION runq._family_ended(bigint[], bigint[], timestamptz) IS
     'Internal: after runs ended, cancels the live children of those that spawned (runq._cancel_children), then wakes their parents (runq._wake_parents); NULL arrays: nothing to do.';
 

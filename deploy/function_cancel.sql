@@ -58,7 +58,8 @@ BEGIN
 
     IF v_status IN ('queued', 'waiting_for_user', 'waiting_for_children') THEN
         UPDATE runq.runs AS r
-           SET status = 'cancelled', question = NULL, finished_at = v_now, updated_at = v_now
+           SET status = 'cancelled', question = NULL, waiting_on = NULL, finished_at = v_now,
+               updated_at = v_now
          WHERE r.run_id = cancel.run_id;
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         VALUES (cancel.run_id, v_epoch, 'run.cancelled',

@@ -26,9 +26,11 @@ SET LOCAL statement_timeout = '10s';
 --
 -- A child run (runq.spawn) serves its parent: redriven only while the parent
 -- is not terminal (RQ004 naming it; a purged parent was terminal). The parent
--- is locked FOR SHARE, so that a parent ending now either ends first (and
--- this raises) or waits for this commit, and then finds the child live and
--- cancels it. The child's fresh deadline is no later than the parent's.
+-- is locked, so that a parent ending now either ends first (and this raises)
+-- or waits for this commit, and then finds the child live and cancels it; a
+-- parent waiting for its children waits for this one again
+-- (runs.waiting_on). The child's fresh deadline is no later than the
+-- parent's.
 CREATE OR REPLACE FUNCTION runq.redrive(run_id bigint, reason text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -67,7 +69,7 @@ BEGIN
         SELECT p.status::text, p.deadline INTO v_pstatus, v_pdead
           FROM runq.runs AS p
          WHERE p.run_id = v_parent
-           FOR SHARE;
+           FOR NO KEY UPDATE;
         IF v_pstatus IS NULL OR v_pstatus IN ('succeeded', 'failed', 'cancelled') THEN
             RAISE EXCEPTION USING ERRCODE = 'RQ004',
                 MESSAGE = format('run %s is a child of run %s, which is %s', redrive.run_id, v_parent,
@@ -111,6 +113,11 @@ BEGIN
             HINT = 'Redrive once that run has finished.';
     END;
 
+    IF v_pstatus = 'waiting_for_children' THEN
+        UPDATE runq.runs AS p
+           SET waiting_on = p.waiting_on + 1, updated_at = v_now
+         WHERE p.run_id = v_parent;
+    END IF;
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
     SELECT r.run_id, r.lease_epoch, 'run.redriven',
            jsonb_strip_nulls(jsonb_build_object('reason', redrive.reason,

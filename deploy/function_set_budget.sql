@@ -1,7 +1,6 @@
 -- Deploy runq:function_set_budget to pg
--- requires: column_runs_budget
--- requires: argument_check_usage
--- requires: role_runq_admin
+-- requires: function_set_budget@v0.2.0
+-- requires: domain_run_status
 
 BEGIN;
 
@@ -12,7 +11,7 @@ SET LOCAL statement_timeout = '10s';
 -- run that succeeded or was cancelled, which will spend nothing more; a
 -- failed one may be redriven, and a budget_exhausted one needs a larger
 -- budget first. The totals are never touched: they are what was spent.
-CREATE FUNCTION runq.set_budget(run_id bigint, budget jsonb)
+CREATE OR REPLACE FUNCTION runq.set_budget(run_id bigint, budget jsonb)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -25,7 +24,7 @@ BEGIN
     UPDATE runq.runs AS r
        SET budget = set_budget.budget, updated_at = clock_timestamp()
      WHERE r.run_id = set_budget.run_id
-       AND r.status IN ('queued', 'running', 'waiting_for_user', 'failed');
+       AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children', 'failed');
     IF FOUND THEN
         RETURN true;
     END IF;
@@ -40,7 +39,7 @@ REVOKE ALL ON FUNCTION runq.set_budget(bigint, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.set_budget(bigint, jsonb) TO runq_admin;
 
 COMMENT ON FUNCTION runq.set_budget(bigint, jsonb) IS
-$c$Replace the budget of a queued, running, waiting_for_user or failed run (NULL removes it): true. false for a run that succeeded or was cancelled, which is left as it is. The usage totals are never changed.
+$c$Replace the budget of a queued, running, waiting_for_user, waiting_for_children or failed run (NULL removes it): true. false for a run that succeeded or was cancelled, which is left as it is. The usage totals are never changed.
 Raises 22023 (budget not NULL or a non-empty object of non-negative numbers, NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;

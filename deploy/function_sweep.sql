@@ -125,7 +125,7 @@ BEGIN
         WITH failed AS (
             UPDATE runq.runs AS r
                SET status = 'failed', failure = runq._stop_failure(r, false, v_now),
-                   question = NULL, finished_at = v_now, updated_at = v_now
+                   question = NULL, waiting_on = NULL, finished_at = v_now, updated_at = v_now
              WHERE r.run_id = ANY (v_queued || v_waiting)
             -- An admitted queued run held a slot of its keys' limits; a
             -- parked or a waiting one held none.

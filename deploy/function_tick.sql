@@ -1,18 +1,6 @@
 -- Deploy runq:function_tick to pg
--- requires: table_schedule_settings
--- requires: function__schedule_slots
--- requires: column_runs_schedule
+-- requires: function_tick@v0.2.0
 -- requires: index_runs_schedule_active
--- requires: table_runs
--- requires: table_run_events
--- requires: table_pause_settings
--- requires: admission
--- requires: trigger_runs_admission
--- requires: columns_runs_deadline
--- requires: argument_checks
--- requires: role_runq_worker
--- requires: role_runq_admin
--- requires: trigger_runs_wake
 
 BEGIN;
 
@@ -49,7 +37,7 @@ SET LOCAL statement_timeout = '10s';
 -- schedule's next run, can still deadlock with it: each waits on the other's
 -- row or tenant lock; the server ends one with 40P01, and a pool ticks again.)
 -- Raises 22023 (max_runs NULL or below 1).
-CREATE FUNCTION runq.tick(max_runs integer DEFAULT 100)
+CREATE OR REPLACE FUNCTION runq.tick(max_runs integer DEFAULT 100)
     RETURNS TABLE(schedule text, slot timestamptz, run_id bigint, outcome text)
     LANGUAGE plpgsql
     VOLATILE
@@ -121,7 +109,7 @@ BEGIN
                    -- the previous run, if still live (runs_schedule_active_key)
                    (SELECT r.run_id FROM runq.runs AS r
                      WHERE r.schedule = p.name
-                       AND r.status IN ('queued', 'running', 'waiting_for_user')) AS live,
+                       AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')) AS live,
                    (to_jsonb(d.newest AT TIME ZONE 'UTC') #>> '{}') || 'Z' AS slot_text
               FROM picked AS p
              CROSS JOIN LATERAL runq._schedule_due(p.cron_fields, p.timezone, p.every, p.created_at,
@@ -139,7 +127,7 @@ BEGIN
              WHERE d.live IS NULL
              ORDER BY d.next_slot, d.name
             ON CONFLICT (schedule)
-               WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user')
+               WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
                DO NOTHING  -- the overlap guard
             RETURNING r.run_id, r.schedule
         ), logged AS (
@@ -180,7 +168,7 @@ BEGIN
             SELECT r.run_id INTO run_id
               FROM runq.runs AS r
              WHERE r.schedule = tick.schedule
-               AND r.status IN ('queued', 'running', 'waiting_for_user');
+               AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
         END IF;
         RETURN NEXT;
     END LOOP;

@@ -1,6 +1,6 @@
 -- Deploy runq:function_wait_children to pg
 -- requires: function__wake_parents
--- requires: index_runs_live_children
+-- requires: table_spawns
 -- requires: function__refuse
 -- requires: admission
 -- requires: role_runq_worker
@@ -18,11 +18,12 @@ SET LOCAL statement_timeout = '10s';
 -- queued at once instead, its attempts kept, so that a handler that loops on
 -- an empty wait still meets max_attempts.
 --
--- The race with a child ending now: that child's transaction looks at the
--- parent before this one commits, sees it running, and leaves it. So one
--- live child is locked here (FOR SHARE): if it is ending, this waits for it,
--- sees it terminal and takes the next; the one it keeps cannot end before
--- this commits, and when it ends it sees the parent waiting.
+-- The count (runs.waiting_on) is of the children not yet terminal, each
+-- locked FOR SHARE while it is counted: a child ending now has looked at the
+-- parent before this commits, seen it running and left it, so this waits for
+-- its end and does not count it; one not ending now cannot end before this
+-- commits, and when it ends it sees the parent waiting and counts down
+-- (runq._wake_parents).
 CREATE FUNCTION runq.wait_children(run_id bigint, epoch bigint)
     RETURNS boolean
     LANGUAGE plpgsql
@@ -47,15 +48,16 @@ BEGIN
         RETURN runq._refuse(wait_children.run_id, wait_children.epoch, 'wait_children', true);
     END IF;
 
-    SELECT c.run_id INTO v_live
-      FROM runq.runs AS c
-     WHERE c.parent_run_id = wait_children.run_id AND c.parent_run_id IS NOT NULL
-       AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
-     ORDER BY c.run_id
-     LIMIT 1
-       FOR SHARE;
+    SELECT count(*) INTO v_live
+      FROM (SELECT
+              FROM runq.runs AS c
+             WHERE c.run_id = ANY (ARRAY(SELECT s.run_id FROM runq.spawns AS s
+                                          WHERE s.parent_run_id = wait_children.run_id))
+               AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+             ORDER BY c.run_id
+               FOR SHARE) AS c;
 
-    IF v_live IS NULL THEN
+    IF v_live = 0 THEN
         -- Nothing to wait for: back to the queue now, keeping its slot as a
         -- run back from running does (runq._requeued).
         UPDATE runq.runs AS r
@@ -69,14 +71,12 @@ BEGIN
     END IF;
 
     UPDATE runq.runs AS r
-       SET status = 'waiting_for_children', lease_expires_at = NULL, updated_at = v_now
+       SET status = 'waiting_for_children', waiting_on = v_live, lease_expires_at = NULL,
+           updated_at = v_now
      WHERE r.run_id = wait_children.run_id;
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT wait_children.run_id, v_run.lease_epoch, 'run.waiting_for_children',
-           jsonb_build_object('children', count(*)), v_now
-      FROM runq.runs AS c
-     WHERE c.parent_run_id = wait_children.run_id AND c.parent_run_id IS NOT NULL
-       AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
+    VALUES (wait_children.run_id, v_run.lease_epoch, 'run.waiting_for_children',
+            jsonb_build_object('children', v_live), v_now);
     -- A watched run notifies its watchers; the slot it leaves is handed on
     -- when a limit is set (runq._slot_left), as runq.ask_user does.
     IF v_run.watched THEN

@@ -50,7 +50,7 @@ REVOKE ALL ON FUNCTION runq.watch(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION runq.watch(bigint) TO runq_client, runq_admin;
 
 COMMENT ON FUNCTION runq.watch(bigint) IS
-$c$Watch the run from this session until it calls runq.unwatch or ends: every transaction that moves the run to a terminal status or to waiting_for_user, or appends to its output (runq.emit), sends NOTIFY runq_run with the run_id as payload. Returns the run as it is once the watch is in place (as runq.get_run). LISTEN runq_run first: then no change is missed, whatever the interleaving; a run already ended or waiting is in the answer. Needs a session connection (behind PgBouncer in transaction mode LISTEN hears nothing). Transitions of runs nobody watches send nothing.
+$c$Watch the run from this session until it calls runq.unwatch or ends: every transaction that moves the run to a terminal status, to waiting_for_user or to waiting_for_children, or appends to its output (runq.emit), sends NOTIFY runq_run with the run_id as payload. Returns the run as it is once the watch is in place (as runq.get_run). LISTEN runq_run first: then no change is missed, whatever the interleaving; a run already ended or waiting is in the answer. Needs a session connection (behind PgBouncer in transaction mode LISTEN hears nothing). Transitions of runs nobody watches send nothing.
 Raises 22023 (NULL run_id), RQ003 (no such run).$c$;
 
 COMMIT;

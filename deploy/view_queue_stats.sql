@@ -1,6 +1,6 @@
 -- Deploy runq:view_queue_stats to pg
 -- requires: view_queue_stats@v0.2.0
--- requires: index_runs_waiting_children
+-- requires: index_runs_held
 
 BEGIN;
 
@@ -9,8 +9,8 @@ SET LOCAL statement_timeout = '10s';
 
 -- Appends waiting_for_children, the runs waiting for their children
 -- (runq.wait_children), as the last column: every reader of the first ones
--- still works. Its branch reads runs_waiting_children_idx, as each other
--- branch reads one partial index. waiting_for_user does not count them.
+-- still works. They are read with the running and waiting runs, from
+-- runs_held_idx. waiting_for_user does not count them.
 CREATE OR REPLACE VIEW runq.queue_stats AS
 SELECT s.priority::integer AS priority,
        count(*) FILTER (WHERE s.status = 'queued' AND s.ready_at <= c.at)  AS ready,
@@ -25,10 +25,7 @@ SELECT s.priority::integer AS priority,
           FROM runq.runs AS r WHERE r.status = 'queued'
         UNION ALL
         SELECT r.priority, r.status, r.ready_at, r.created_at
-          FROM runq.runs AS r WHERE r.status IN ('running', 'waiting_for_user')
-        UNION ALL
-        SELECT r.priority, r.status, r.ready_at, r.created_at
-          FROM runq.runs AS r WHERE r.status = 'waiting_for_children'
+          FROM runq.runs AS r WHERE r.status IN ('running', 'waiting_for_user', 'waiting_for_children')
         UNION ALL
         SELECT r.priority, r.status, r.ready_at, r.created_at
           FROM runq.runs AS r WHERE r.status = 'failed') AS s

@@ -7,6 +7,7 @@ SET LOCAL lock_timeout = '2s';
 SET LOCAL statement_timeout = '10s';
 
 ALTER TABLE runq.runs
+    DROP COLUMN waiting_on,
     DROP COLUMN spawned,
     DROP COLUMN parent_run_id;
 

@@ -9,7 +9,7 @@ SET LOCAL statement_timeout = '10s';
 
 -- A run waiting for its children would be stranded in a status the old
 -- functions know nothing of: refuse, and say what to do. One probe of
--- runs_waiting_children_idx (reverted after this change).
+-- runs_held_idx (reverted after this change).
 DO $$
 BEGIN
     IF EXISTS (SELECT FROM runq.runs WHERE status = 'waiting_for_children') THEN

@@ -506,7 +506,8 @@ BEGIN
         WITH flagged AS (
             UPDATE runq.runs AS r
                SET cancel_requested = true, updated_at = at
-             WHERE r.parent_run_id = ANY (v_parents) AND r.parent_run_id IS NOT NULL
+             WHERE r.run_id = ANY (ARRAY(SELECT s.run_id FROM runq.spawns AS s
+                                         WHERE s.parent_run_id = ANY (v_parents)))
                AND r.status = 'running' AND NOT r.cancel_requested
             RETURNING r.run_id, r.lease_epoch
         )
@@ -519,10 +520,11 @@ BEGIN
         -- (above), so the self-join's snapshot shows the status replaced.
         WITH cancelled AS (
             UPDATE runq.runs AS r
-               SET status = 'cancelled', question = NULL, finished_at = at, updated_at = at
+               SET status = 'cancelled', question = NULL, waiting_on = NULL, finished_at = at, updated_at = at
               FROM runq.runs AS o
-             WHERE o.run_id = r.run_id
-               AND r.parent_run_id = ANY (v_parents) AND r.parent_run_id IS NOT NULL
+             WHERE r.run_id = ANY (ARRAY(SELECT s.run_id FROM runq.spawns AS s
+                                         WHERE s.parent_run_id = ANY (v_parents)))
+               AND o.run_id = r.run_id
                AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
             RETURNING r.run_id, r.lease_epoch, r.spawned, r.tenant_id, r.kind,
                       o.status AS previous_status, o.parked
@@ -1198,23 +1200,22 @@ CREATE FUNCTION runq._lock_descendants(run_ids bigint[]) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+    -- A parent's children through its keys (runq.spawns): no index of runs
+    -- is kept for them, so no claim or complete of any run pays for one.
     WITH RECURSIVE down (run_id, depth) AS (
-        SELECT c.run_id, 1
-          FROM runq.runs AS c
-         WHERE c.parent_run_id = ANY (_lock_descendants.run_ids)
-           AND c.parent_run_id IS NOT NULL
-           AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+        SELECT s.run_id, 1
+          FROM runq.spawns AS s
+         WHERE s.parent_run_id = ANY (_lock_descendants.run_ids)
         UNION ALL
-        SELECT c.run_id, down.depth + 1
+        SELECT s.run_id, down.depth + 1
           FROM down
-          JOIN runq.runs AS c
-            ON c.parent_run_id = down.run_id
-           AND c.parent_run_id IS NOT NULL
-           AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+          JOIN runq.runs AS c ON c.run_id = down.run_id AND c.spawned IS NOT NULL
+          JOIN runq.spawns AS s ON s.parent_run_id = down.run_id
     )
     SELECT
       FROM runq.runs AS r
       JOIN down ON down.run_id = r.run_id
+     WHERE r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
      ORDER BY down.depth DESC, r.run_id
        FOR NO KEY UPDATE OF r;
 $$;
@@ -1787,6 +1788,7 @@ CREATE TABLE runq.runs (
     watched boolean,
     parent_run_id bigint,
     spawned runq.counter,
+    waiting_on runq.counter,
     CONSTRAINT runs_shape_consistent CHECK ((((ROW((status)::text, (lease_expires_at IS NOT NULL), (lease IS NOT NULL), (finished_at IS NOT NULL), (failure IS NOT NULL), (question IS NOT NULL), (queue_ttl IS NOT NULL), (expires_at IS NOT NULL))::runq.run_shape)::runq.consistent_run_shape).status IS NOT NULL))
 );
 
@@ -1821,6 +1823,8 @@ COMMENT ON COLUMN runq.runs.watched IS 'True while some session may be watching 
 COMMENT ON COLUMN runq.runs.parent_run_id IS 'The run that spawned this one (runq.spawn), NULL for a run submitted. Not a foreign key: a purged parent leaves its children.';
 
 COMMENT ON COLUMN runq.runs.spawned IS 'How many children the run spawned (runq.spawn), NULL for none: the fan-out cap reads it, and a run that ends with it set cancels its live children.';
+
+COMMENT ON COLUMN runq.runs.waiting_on IS 'While the run is waiting_for_children: how many of its children are not yet terminal; the end of the last one queues it (NULL otherwise).';
 
 CREATE FUNCTION runq._stop_failure(run runq.runs, gated boolean, at timestamp with time zone) RETURNS jsonb
     LANGUAGE sql STABLE PARALLEL SAFE
@@ -2004,39 +2008,40 @@ CREATE FUNCTION runq._wake_parents(parents bigint[], at timestamp with time zone
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_waiting bigint[];
-    v_done    bigint[];
+    v_done bigint[];
 BEGIN
-    SELECT array_agg(r.run_id ORDER BY r.run_id) INTO v_waiting
-      FROM runq.runs AS r
-     WHERE r.run_id = ANY (_wake_parents.parents)
-       AND r.status = 'waiting_for_children';
-    IF v_waiting IS NULL THEN
+    IF NOT EXISTS (SELECT FROM runq.runs AS r
+                    WHERE r.run_id = ANY (_wake_parents.parents)
+                      AND r.status = 'waiting_for_children') THEN
         RETURN;
     END IF;
 
-    SELECT array_agg(r.run_id ORDER BY r.run_id) INTO v_waiting
-      FROM (SELECT r.run_id
-              FROM runq.runs AS r
-             WHERE r.run_id = ANY (v_waiting) AND r.status = 'waiting_for_children'
-             ORDER BY r.run_id
-               FOR NO KEY UPDATE) AS r;
+    -- Locked in run_id order (the UPDATE below would lock them in any).
+    PERFORM FROM runq.runs AS r
+     WHERE r.run_id = ANY (_wake_parents.parents) AND r.status = 'waiting_for_children'
+     ORDER BY r.run_id
+       FOR NO KEY UPDATE;
 
-    WITH requeued AS (
+    WITH ended AS (
+        SELECT p.run_id, count(*) AS n
+          FROM unnest(_wake_parents.parents) AS p (run_id)
+         GROUP BY p.run_id
+    ), counted AS (
         UPDATE runq.runs AS r
-           SET status = 'queued', attempts = 0, updated_at = at
-         WHERE r.run_id = ANY (v_waiting)
-           AND NOT EXISTS (SELECT FROM runq.runs AS c
-                            WHERE c.parent_run_id = r.run_id AND c.parent_run_id IS NOT NULL
-                              AND c.status IN ('queued', 'running', 'waiting_for_user',
-                                               'waiting_for_children'))
-        RETURNING r.run_id, r.lease_epoch
+           SET waiting_on = CASE WHEN r.waiting_on > e.n THEN r.waiting_on - e.n END,
+               status = CASE WHEN r.waiting_on > e.n THEN r.status ELSE 'queued' END,
+               attempts = CASE WHEN r.waiting_on > e.n THEN r.attempts ELSE 0 END,
+               updated_at = at
+          FROM ended AS e
+         WHERE r.run_id = e.run_id AND r.status = 'waiting_for_children'
+        RETURNING r.run_id, r.lease_epoch, r.status
     ), logged AS (
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT q.run_id, q.lease_epoch, 'run.children_done', '{}', at
-          FROM requeued AS q
+        SELECT c.run_id, c.lease_epoch, 'run.children_done', '{}', at
+          FROM counted AS c
+         WHERE c.status = 'queued'
     )
-    SELECT array_agg(q.run_id) INTO v_done FROM requeued AS q;
+    SELECT array_agg(c.run_id) INTO v_done FROM counted AS c WHERE c.status = 'queued';
     IF v_done IS NOT NULL THEN
         -- Back from waiting, each needs admitting when limits or pauses are
         -- set (deploy/admission.sql).
@@ -2046,7 +2051,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq._wake_parents(parents bigint[], at timestamp with time zone) IS 'Internal: queues again (run.children_done, attempts reset) each of these parents that waits for its children and has none left that is not terminal.';
+COMMENT ON FUNCTION runq._wake_parents(parents bigint[], at timestamp with time zone) IS 'Internal: counts down each of these parents that waits for its children (once per occurrence), and queues again (run.children_done, attempts reset) those whose count reaches 0.';
 
 CREATE FUNCTION runq.ask_user(run_id bigint, epoch bigint, question jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -2231,7 +2236,8 @@ BEGIN
 
     IF v_status IN ('queued', 'waiting_for_user', 'waiting_for_children') THEN
         UPDATE runq.runs AS r
-           SET status = 'cancelled', question = NULL, finished_at = v_now, updated_at = v_now
+           SET status = 'cancelled', question = NULL, waiting_on = NULL, finished_at = v_now,
+               updated_at = v_now
          WHERE r.run_id = cancel.run_id;
         INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
         VALUES (cancel.run_id, v_epoch, 'run.cancelled',
@@ -3709,7 +3715,7 @@ BEGIN
         SELECT p.status::text, p.deadline INTO v_pstatus, v_pdead
           FROM runq.runs AS p
          WHERE p.run_id = v_parent
-           FOR SHARE;
+           FOR NO KEY UPDATE;
         IF v_pstatus IS NULL OR v_pstatus IN ('succeeded', 'failed', 'cancelled') THEN
             RAISE EXCEPTION USING ERRCODE = 'RQ004',
                 MESSAGE = format('run %s is a child of run %s, which is %s', redrive.run_id, v_parent,
@@ -3753,6 +3759,11 @@ BEGIN
             HINT = 'Redrive once that run has finished.';
     END;
 
+    IF v_pstatus = 'waiting_for_children' THEN
+        UPDATE runq.runs AS p
+           SET waiting_on = p.waiting_on + 1, updated_at = v_now
+         WHERE p.run_id = v_parent;
+    END IF;
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
     SELECT r.run_id, r.lease_epoch, 'run.redriven',
            jsonb_strip_nulls(jsonb_build_object('reason', redrive.reason,
@@ -3847,7 +3858,7 @@ BEGIN
     UPDATE runq.runs AS r
        SET budget = set_budget.budget, updated_at = clock_timestamp()
      WHERE r.run_id = set_budget.run_id
-       AND r.status IN ('queued', 'running', 'waiting_for_user', 'failed');
+       AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children', 'failed');
     IF FOUND THEN
         RETURN true;
     END IF;
@@ -3858,7 +3869,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) IS 'Replace the budget of a queued, running, waiting_for_user or failed run (NULL removes it): true. false for a run that succeeded or was cancelled, which is left as it is. The usage totals are never changed.
+COMMENT ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) IS 'Replace the budget of a queued, running, waiting_for_user, waiting_for_children or failed run (NULL removes it): true. false for a run that succeeded or was cancelled, which is left as it is. The usage totals are never changed.
 Raises 22023 (budget not NULL or a non-empty object of non-negative numbers, NULL run_id), RQ003 (no such run).';
 
 CREATE FUNCTION runq.set_limit(scope text, key text, max_running integer) RETURNS void
@@ -4302,7 +4313,7 @@ BEGIN
         WITH failed AS (
             UPDATE runq.runs AS r
                SET status = 'failed', failure = runq._stop_failure(r, false, v_now),
-                   question = NULL, finished_at = v_now, updated_at = v_now
+                   question = NULL, waiting_on = NULL, finished_at = v_now, updated_at = v_now
              WHERE r.run_id = ANY (v_queued || v_waiting)
             -- An admitted queued run held a slot of its keys' limits; a
             -- parked or a waiting one held none.
@@ -4473,7 +4484,7 @@ BEGIN
                    -- the previous run, if still live (runs_schedule_active_key)
                    (SELECT r.run_id FROM runq.runs AS r
                      WHERE r.schedule = p.name
-                       AND r.status IN ('queued', 'running', 'waiting_for_user')) AS live,
+                       AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')) AS live,
                    (to_jsonb(d.newest AT TIME ZONE 'UTC') #>> '{}') || 'Z' AS slot_text
               FROM picked AS p
              CROSS JOIN LATERAL runq._schedule_due(p.cron_fields, p.timezone, p.every, p.created_at,
@@ -4491,7 +4502,7 @@ BEGIN
              WHERE d.live IS NULL
              ORDER BY d.next_slot, d.name
             ON CONFLICT (schedule)
-               WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user')
+               WHERE schedule IS NOT NULL AND status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
                DO NOTHING  -- the overlap guard
             RETURNING r.run_id, r.schedule
         ), logged AS (
@@ -4532,7 +4543,7 @@ BEGIN
             SELECT r.run_id INTO run_id
               FROM runq.runs AS r
              WHERE r.schedule = tick.schedule
-               AND r.status IN ('queued', 'running', 'waiting_for_user');
+               AND r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
         END IF;
         RETURN NEXT;
     END LOOP;
@@ -4660,15 +4671,16 @@ BEGIN
         RETURN runq._refuse(wait_children.run_id, wait_children.epoch, 'wait_children', true);
     END IF;
 
-    SELECT c.run_id INTO v_live
-      FROM runq.runs AS c
-     WHERE c.parent_run_id = wait_children.run_id AND c.parent_run_id IS NOT NULL
-       AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
-     ORDER BY c.run_id
-     LIMIT 1
-       FOR SHARE;
+    SELECT count(*) INTO v_live
+      FROM (SELECT
+              FROM runq.runs AS c
+             WHERE c.run_id = ANY (ARRAY(SELECT s.run_id FROM runq.spawns AS s
+                                          WHERE s.parent_run_id = wait_children.run_id))
+               AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
+             ORDER BY c.run_id
+               FOR SHARE) AS c;
 
-    IF v_live IS NULL THEN
+    IF v_live = 0 THEN
         -- Nothing to wait for: back to the queue now, keeping its slot as a
         -- run back from running does (runq._requeued).
         UPDATE runq.runs AS r
@@ -4682,14 +4694,12 @@ BEGIN
     END IF;
 
     UPDATE runq.runs AS r
-       SET status = 'waiting_for_children', lease_expires_at = NULL, updated_at = v_now
+       SET status = 'waiting_for_children', waiting_on = v_live, lease_expires_at = NULL,
+           updated_at = v_now
      WHERE r.run_id = wait_children.run_id;
     INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-    SELECT wait_children.run_id, v_run.lease_epoch, 'run.waiting_for_children',
-           jsonb_build_object('children', count(*)), v_now
-      FROM runq.runs AS c
-     WHERE c.parent_run_id = wait_children.run_id AND c.parent_run_id IS NOT NULL
-       AND c.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children');
+    VALUES (wait_children.run_id, v_run.lease_epoch, 'run.waiting_for_children',
+            jsonb_build_object('children', v_live), v_now);
     -- A watched run notifies its watchers; the slot it leaves is handed on
     -- when a limit is set (runq._slot_left), as runq.ask_user does.
     IF v_run.watched THEN
@@ -4723,7 +4733,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.watch(run_id bigint) IS 'Watch the run from this session until it calls runq.unwatch or ends: every transaction that moves the run to a terminal status or to waiting_for_user, or appends to its output (runq.emit), sends NOTIFY runq_run with the run_id as payload. Returns the run as it is once the watch is in place (as runq.get_run). LISTEN runq_run first: then no change is missed, whatever the interleaving; a run already ended or waiting is in the answer. Needs a session connection (behind PgBouncer in transaction mode LISTEN hears nothing). Transitions of runs nobody watches send nothing.
+COMMENT ON FUNCTION runq.watch(run_id bigint) IS 'Watch the run from this session until it calls runq.unwatch or ends: every transaction that moves the run to a terminal status, to waiting_for_user or to waiting_for_children, or appends to its output (runq.emit), sends NOTIFY runq_run with the run_id as payload. Returns the run as it is once the watch is in place (as runq.get_run). LISTEN runq_run first: then no change is missed, whatever the interleaving; a run already ended or waiting is in the answer. Needs a session connection (behind PgBouncer in transaction mode LISTEN hears nothing). Transitions of runs nobody watches send nothing.
 Raises 22023 (NULL run_id), RQ003 (no such run).';
 
 CREATE SEQUENCE runq.progress_seq
@@ -4867,14 +4877,7 @@ CREATE VIEW runq.queue_stats AS
             r.ready_at,
             r.created_at
            FROM runq.runs r
-          WHERE ((r.status)::text = ANY (ARRAY['running'::text, 'waiting_for_user'::text]))
-        UNION ALL
-         SELECT r.priority,
-            r.status,
-            r.ready_at,
-            r.created_at
-           FROM runq.runs r
-          WHERE ((r.status)::text = 'waiting_for_children'::text)
+          WHERE ((r.status)::text = ANY (ARRAY['running'::text, 'waiting_for_user'::text, 'waiting_for_children'::text]))
         UNION ALL
          SELECT r.priority,
             r.status,
@@ -5113,13 +5116,11 @@ CREATE INDEX runs_dead_letter_idx ON runq.runs USING btree (priority, finished_a
 
 CREATE INDEX runs_deadline_idx ON runq.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'waiting_for_user'::text, 'waiting_for_children'::text])));
 
-CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY['running'::text, 'waiting_for_user'::text]));
+CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY['running'::text, 'waiting_for_user'::text, 'waiting_for_children'::text]));
 
 CREATE INDEX runs_list_kind_idx ON runq.runs USING btree (kind, status, run_id) WHERE ((status)::text <> 'running'::text);
 
 CREATE INDEX runs_list_tenant_idx ON runq.runs USING btree (tenant_id, kind, status, run_id) WHERE ((status)::text <> 'running'::text);
-
-CREATE INDEX runs_live_children_idx ON runq.runs USING btree (parent_run_id, run_id) WHERE ((parent_run_id IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text, 'waiting_for_children'::text])));
 
 CREATE INDEX runs_parked_idx ON runq.runs USING btree (priority, tenant_id, ready_at, run_id) WHERE (((status)::text = 'queued'::text) AND parked);
 
@@ -5136,8 +5137,6 @@ CREATE INDEX runs_running_tenant_idx ON runq.runs USING btree (tenant_id) WHERE 
 CREATE UNIQUE INDEX runs_schedule_active_key ON runq.runs USING btree (schedule) WHERE ((schedule IS NOT NULL) AND ((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text, 'waiting_for_children'::text])));
 
 CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY['queued'::text, 'running'::text, 'waiting_for_user'::text, 'waiting_for_children'::text])) AND (session_id IS NOT NULL));
-
-CREATE INDEX runs_waiting_children_idx ON runq.runs USING btree (priority) WHERE ((status)::text = 'waiting_for_children'::text);
 
 CREATE INDEX schedule_settings_due_idx ON runq.schedule_settings USING btree (next_slot, name);
 

@@ -2,6 +2,6 @@
 
 BEGIN;
 
-SELECT parent_run_id, spawned FROM runq.runs WHERE false;
+SELECT parent_run_id, spawned, waiting_on FROM runq.runs WHERE false;
 
 ROLLBACK;

@@ -49,7 +49,7 @@ SELECT columns_are('runq', 'runs',
           'tools_begun', 'priority', 'cancel_requested', 'status', 'recovery_policy',
           'tenant_id', 'session_id', 'kind', 'principal_id', 'lease_owner', 'payload',
           'result', 'failure', 'question', 'parked', 'budget', 'timeout', 'deadline', 'schedule',
-          'watched', 'parent_run_id', 'spawned']);
+          'watched', 'parent_run_id', 'spawned', 'waiting_on']);
 SELECT columns_are('runq', 'run_events',
     ARRAY['run_id', 'event_id', 'epoch', 'created_at', 'type', 'payload']);
 SELECT columns_are('runq', 'idempotency_keys',
@@ -128,6 +128,7 @@ INSERT INTO expected_columns VALUES
     ('runs', 'watched',              'boolean',                  false),
     ('runs', 'parent_run_id',        'bigint',                   false),
     ('runs', 'spawned',              'runq.counter',             false),
+    ('runs', 'waiting_on',           'runq.counter',             false),
     ('run_usage', 'run_id',          'bigint',                   true),
     ('run_usage', 'usage',           'jsonb',                    true),
     ('watches', 'run_id',            'bigint',                   true),
@@ -328,8 +329,7 @@ SELECT indexes_are('runq', 'runs',
           'runs_claimable_idx', 'runs_claimable_kind_idx', 'runs_queued_tenant_idx',
           'runs_queued_kind_idx', 'runs_running_tenant_idx', 'runs_running_kind_idx',
           'runs_parked_idx', 'runs_deadline_idx', 'runs_schedule_active_key',
-          'runs_list_tenant_idx', 'runs_list_kind_idx', 'runs_waiting_children_idx',
-          'runs_live_children_idx']);
+          'runs_list_tenant_idx', 'runs_list_kind_idx']);
 SELECT indexes_are('runq', 'run_events', ARRAY['run_events_pkey', 'run_events_fenced_key', 'run_events_usage_idx',
                                            'run_events_created_idx', 'run_events_requeued_idx']);
 SELECT indexes_are('runq', 'idempotency_keys', ARRAY['idempotency_keys_scope_key', 'idempotency_keys_run_idx']);
@@ -355,14 +355,8 @@ SELECT is(pg_catalog.pg_get_indexdef(to_regclass(format('runq.%I', idx))), def, 
      'CREATE UNIQUE INDEX runs_session_active_key ON runq.runs USING btree (tenant_id, session_id) WHERE (((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text, ''waiting_for_children''::text])) AND (session_id IS NOT NULL))'),
     ('runs_schedule_active_key',
      'CREATE UNIQUE INDEX runs_schedule_active_key ON runq.runs USING btree (schedule) WHERE ((schedule IS NOT NULL) AND ((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text, ''waiting_for_children''::text])))'),
-    -- The runs waiting for their children, by class, for queue_stats.
-    ('runs_waiting_children_idx',
-     'CREATE INDEX runs_waiting_children_idx ON runq.runs USING btree (priority) WHERE ((status)::text = ''waiting_for_children''::text)'),
-    -- A parent's children that are not terminal: its wait, its wake, its cascade.
-    ('runs_live_children_idx',
-     'CREATE INDEX runs_live_children_idx ON runq.runs USING btree (parent_run_id, run_id) WHERE ((parent_run_id IS NOT NULL) AND ((status)::text = ANY (ARRAY[''queued''::text, ''running''::text, ''waiting_for_user''::text, ''waiting_for_children''::text])))'),
     ('runs_held_idx',
-     'CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY[''running''::text, ''waiting_for_user''::text]))'),
+     'CREATE INDEX runs_held_idx ON runq.runs USING btree (run_id) WHERE ((status)::text = ANY (ARRAY[''running''::text, ''waiting_for_user''::text, ''waiting_for_children''::text]))'),
     ('runs_queue_expiry_idx',
      'CREATE INDEX runs_queue_expiry_idx ON runq.runs USING btree (expires_at) WHERE (((status)::text = ''queued''::text) AND (expires_at IS NOT NULL))'),
     ('runs_dead_letter_idx',

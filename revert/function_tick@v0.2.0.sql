@@ -1,0 +1,7 @@
+-- Revert runq:function_tick from pg
+
+BEGIN;
+
+DROP FUNCTION runq.tick(integer);
+
+COMMIT;

@@ -1,4 +1,0 @@
--- Verify runq:index_runs_waiting_children on pg
-
-\set index runq.runs_waiting_children_idx
-\ir lib/index.sql
