@@ -19,7 +19,7 @@ SERVER = scripts/pg run
 # a server given from outside).
 PG18 = RUNQ_DATABASE_URL= PGHOST= RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
 
-.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-waiting bench-agents bench-cpu bench-instructions sql dashboard-screenshots \
+.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-waiting bench-agents bench-children bench-cpu bench-instructions sql dashboard-screenshots \
 	docs dist schema pg-start pg-stop
 
 test: deps $(STAMP)
@@ -67,6 +67,12 @@ bench-waiting: $(STAMP)
 # request of its whole history.
 bench-agents: $(STAMP)
 	$(BENCH_SERVER) $(VENV)/bin/python bench/agents.py
+
+# Child runs (bench/children.py, about 15 s): one parent spawning 1,000
+# children and waiting for them, 5 times: a spawn's time beside a submit's,
+# wait_children's, and the last child's complete to the parent's resumed claim.
+bench-children: $(STAMP)
+	$(BENCH_SERVER) $(VENV)/bin/python bench/children.py
 
 # Backend CPU per cycle (bench/cpu.py), to judge a hot-path change against a
 # commit: make bench-cpu REV=8ce5eac

@@ -53,14 +53,15 @@ DECLARE
     v_failure jsonb;
     v_parent  bigint;
     v_spawned boolean;
+    v_family  boolean;
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
     IF _refuse.epoch IS NULL THEN
         PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
-    SELECT r.status::text, r.lease_epoch::bigint
-      INTO v_status, v_epoch
+    SELECT r.status::text, r.lease_epoch::bigint, r.parent_run_id IS NOT NULL
+      INTO v_status, v_epoch, v_family
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
@@ -72,6 +73,11 @@ BEGIN
     -- lock, so that a cancel or a set_budget committed since the caller's
     -- fenced statement is seen, and the run ends in this transaction.
     IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        -- A child run may end here: its parent is locked first (the lock
+        -- order: runq.complete says why).
+        IF v_family THEN
+            PERFORM runq._lock_parents(ARRAY[_refuse.run_id]);
+        END IF;
         SELECT r.cancel_requested, runq._stop_failure(r, operation = 'begin_turn', v_now)
           INTO v_cancel, v_failure
           FROM runq.runs AS r

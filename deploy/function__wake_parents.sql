@@ -22,9 +22,7 @@ SET LOCAL statement_timeout = '10s';
 -- the parent's row lock, so of two children ending at once the second to
 -- lock sees the first's count. runq.wait_children closes the other race (a
 -- child ending while its parent starts to wait) from its side. A parent not
--- waiting is not locked: a running parent that ends locks its children
--- (runq._cancel_children), and this order, child then parent, is taken only
--- towards a waiting one.
+-- was locked already, before the child (runq._lock_parents).
 CREATE FUNCTION runq._wake_parents(parents bigint[], at timestamptz)
     RETURNS void
     LANGUAGE plpgsql
@@ -75,6 +73,26 @@ BEGIN
 END
 $$;
 
+-- Called first by every function that may end a child run: its parent is
+-- locked before it (the lock order of runq._cancel_children, a run before
+-- its children), so that the end can count the parent down without waiting
+-- for it while holding the child. A child pays this lookup; a run without a
+-- parent never calls it.
+CREATE FUNCTION runq._lock_parents(run_ids bigint[])
+    RETURNS void
+    LANGUAGE sql
+    VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT
+      FROM runq.runs AS p
+     WHERE p.run_id = ANY (ARRAY(SELECT c.parent_run_id FROM runq.runs AS c
+                                  WHERE c.run_id = ANY (_lock_parents.run_ids)
+                                    AND c.parent_run_id IS NOT NULL))
+     ORDER BY p.run_id
+       FOR NO KEY UPDATE;
+$$;
+
 -- What every function that ends runs calls, only when one of them has a
 -- family: the children of those that spawned (spawned) are cancelled, then
 -- the parents of those that are children (parents) may wake.
@@ -94,11 +112,13 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION runq._wake_parents(bigint[], timestamptz),
+REVOKE ALL ON FUNCTION runq._wake_parents(bigint[], timestamptz), runq._lock_parents(bigint[]),
                        runq._family_ended(bigint[], bigint[], timestamptz) FROM PUBLIC;
 
 COMMENT ON FUNCTION runq._wake_parents(bigint[], timestamptz) IS
     'Internal: counts down each of these parents that waits for its children (once per occurrence), and queues again (run.children_done, attempts reset) those whose count reaches 0.';
+COMMENT ON FUNCTION runq._lock_parents(bigint[]) IS
+    'Internal: locks (FOR NO KEY UPDATE, in run_id order) the parents of these runs, before a function that may end them locks them: a run before its children.';
 COMMENT ON FUNCTION runq._family_ended(bigint[], bigint[], timestamptz) IS
     'Internal: after runs ended, cancels the live children of those that spawned (runq._cancel_children), then wakes their parents (runq._wake_parents); NULL arrays: nothing to do.';
 

@@ -39,11 +39,10 @@ DECLARE
     v_parent  bigint;
     v_spawned boolean;
 BEGIN
-    -- A run with children: its live descendants are locked first, deepest
-    -- first, then the run (the lock order of runq._cancel_children, against
-    -- a child that ends and wakes this run while it waits for them).
-    IF (SELECT r.spawned IS NOT NULL FROM runq.runs AS r WHERE r.run_id = cancel.run_id) THEN
-        PERFORM runq._lock_descendants(ARRAY[cancel.run_id]);
+    -- A child run: its parent is locked first (the lock order: runq.complete
+    -- says why).
+    IF (SELECT r.parent_run_id IS NOT NULL FROM runq.runs AS r WHERE r.run_id = cancel.run_id) THEN
+        PERFORM runq._lock_parents(ARRAY[cancel.run_id]);
     END IF;
     SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked,
            r.parent_run_id, r.spawned IS NOT NULL

@@ -42,6 +42,7 @@ BEGIN
                    AS c(run_id, epoch, result)
          WHERE r.run_id = c.run_id
            AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
+           AND r.parent_run_id IS NULL  -- a child: runq.complete, below
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched,
                   r.parent_run_id, r.spawned
     ), logged AS (
@@ -75,6 +76,21 @@ BEGIN
     -- done waiting.
     IF v_spawned IS NOT NULL OR v_parents IS NOT NULL THEN
         PERFORM runq._family_ended(v_spawned, v_parents, v_now);
+    END IF;
+    -- A child run is completed by runq.complete, which locks its parent first
+    -- (the lock order it explains). Only a batch that was
+    -- not all completed above looks for one.
+    IF coalesce(cardinality(v_done), 0) < cardinality(complete_many.run_ids) THEN
+        v_done := coalesce(v_done, '{}') || ARRAY(
+            SELECT c.run_id
+              FROM unnest(complete_many.run_ids, complete_many.epochs, complete_many.results)
+                       WITH ORDINALITY AS c(run_id, epoch, result, n)
+             -- CASE: the test first, so that no other run meets runq.complete
+             WHERE CASE WHEN EXISTS (SELECT FROM runq.runs AS r
+                                      WHERE r.run_id = c.run_id AND r.parent_run_id IS NOT NULL
+                                        AND r.status = 'running' AND r.lease_epoch = c.epoch)
+                        THEN runq.complete(c.run_id, c.epoch, c.result) ELSE false END
+             ORDER BY c.n);
     END IF;
     RETURN QUERY SELECT a.run_id, a.applied
                    FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,

@@ -32,6 +32,7 @@ DECLARE
     v_done    boolean;
     v_parent  bigint;
     v_spawned boolean;
+    v_family  boolean := false;
 BEGIN
     IF fail.failure IS NULL OR jsonb_typeof(fail.failure) <> 'object'
        OR jsonb_typeof(fail.failure -> 'code') IS DISTINCT FROM 'string'
@@ -41,40 +42,53 @@ BEGIN
                              coalesce(left(fail.failure::text, 200), 'NULL'));
     END IF;
 
-    WITH failed AS (
-        UPDATE runq.runs AS r
-           SET status = 'failed',
-               failure = fail.failure
-                         || jsonb_build_object(
-                                'message', coalesce(fail.failure ->> 'message', fail.failure ->> 'code'),
-                                'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
-               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
-         WHERE r.run_id = fail.run_id
-           AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched,
-                  r.parent_run_id, r.spawned
-    ), logged AS (
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+    <<attempt>>
+    LOOP
+        WITH failed AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed',
+                   failure = fail.failure
+                             || jsonb_build_object(
+                                    'message', coalesce(fail.failure ->> 'message', fail.failure ->> 'code'),
+                                    'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
+                   lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = fail.run_id
+               AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
+               AND (r.parent_run_id IS NULL OR v_family)  -- a child: its parent first, below
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched,
+                      r.parent_run_id, r.spawned
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+              FROM failed AS f
+        )
+        -- The run's slot is handed on when a limit is set (runq._slot_left).
+        -- A watched run (runs.watched) notifies its watchers
+        -- (runq._notify_watchers); one nobody watches pays a test of the flag.
+        -- Its family (child runs) is read from the row updated.
+        SELECT true, f.parent_run_id, f.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
           FROM failed AS f
-    )
-    -- The run's slot is handed on when a limit is set (runq._slot_left).
-    -- A watched run (runs.watched) notifies its watchers
-    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
-    -- Its family (child runs) is read from the row updated.
-    SELECT true, f.parent_run_id, f.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
-      FROM failed AS f
-     WHERE (f.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[f.run_id]))
-       AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind));
-    IF v_done THEN
-        -- Its live children are cancelled; a parent waiting for it may be
-        -- done waiting.
-        IF v_spawned OR v_parent IS NOT NULL THEN
-            PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[fail.run_id] END,
-                                       CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+         WHERE (f.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[f.run_id]))
+           AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind));
+        IF v_done THEN
+            -- Its live children are cancelled; a parent waiting for it may be
+            -- done waiting.
+            IF v_spawned OR v_parent IS NOT NULL THEN
+                PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[fail.run_id] END,
+                                           CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+            END IF;
+            RETURN true;
         END IF;
-        RETURN true;
-    END IF;
+        -- A child run ends only once its parent is locked: the lock order of
+        -- runq._cancel_children, a run before its children, which every
+        -- function that ends a run keeps, so that two of them never wait for
+        -- each other. A run without a parent pays the test in the statement.
+        EXIT attempt WHEN v_family
+            OR NOT EXISTS (SELECT FROM runq.runs AS r
+                            WHERE r.run_id = fail.run_id AND r.parent_run_id IS NOT NULL);
+        PERFORM runq._lock_parents(ARRAY[fail.run_id]);
+        v_family := true;
+    END LOOP;
     RETURN runq._refuse(fail.run_id, fail.epoch, 'fail', false);
 END
 $$;

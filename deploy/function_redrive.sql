@@ -1,6 +1,7 @@
 -- Deploy runq:function_redrive to pg
 -- requires: function_redrive@v0.2.0
 -- requires: columns_runs_parent
+-- requires: function__wake_parents
 
 BEGIN;
 
@@ -51,6 +52,9 @@ DECLARE
     v_pstatus  text;
     v_pdead    timestamptz;
 BEGIN
+    -- A child's parent is locked before the child (the lock order: runq.complete
+    -- says why); parent_run_id never changes, so it is read unlocked.
+    PERFORM runq._lock_parents(ARRAY[redrive.run_id]);
     SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule,
            r.parent_run_id
       INTO v_status, v_tenant, v_session, v_failure, v_schedule, v_parent

@@ -1,17 +1,17 @@
 -- Deploy runq:function_release to pg
--- requires: table_runs
--- requires: function__refuse
--- requires: function__expire_leases
--- requires: role_runq_worker
--- requires: role_runq_admin
+-- requires: function_release@v0.2.0
+-- requires: function__wake_parents
 
 BEGIN;
+
+SET LOCAL lock_timeout = '2s';
+SET LOCAL statement_timeout = '10s';
 
 -- Called by workers shutting down gracefully. A lease expiry brought forward:
 -- the run takes runq._expire_leases' path now, as released (the attempt is
 -- given back, no backoff). The fence is the lock taken here.
 -- Raises RQ003; false when fenced.
-CREATE FUNCTION runq.release(run_id bigint, epoch bigint)
+CREATE OR REPLACE FUNCTION runq.release(run_id bigint, epoch bigint)
     RETURNS boolean
     LANGUAGE plpgsql
     VOLATILE
@@ -19,6 +19,11 @@ CREATE FUNCTION runq.release(run_id bigint, epoch bigint)
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- A child run may end here (a cancel flag, its deadline): its parent is
+    -- locked first (the lock order: runq.complete says why).
+    IF (SELECT r.parent_run_id IS NOT NULL FROM runq.runs AS r WHERE r.run_id = release.run_id) THEN
+        PERFORM runq._lock_parents(ARRAY[release.run_id]);
+    END IF;
     PERFORM FROM runq.runs AS r
       WHERE r.run_id = release.run_id
         AND r.status = 'running' AND r.lease_epoch = release.epoch  -- fence
@@ -36,6 +41,6 @@ GRANT EXECUTE ON FUNCTION runq.release(bigint, bigint) TO runq_worker, runq_admi
 
 COMMENT ON FUNCTION runq.release(bigint, bigint) IS
 $c$Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled. Returns true, or false when fenced.
-Raises RQ003 (no such run).$c$;
+Raises 22023 (NULL run_id or epoch), RQ003 (no such run).$c$;
 
 COMMIT;

@@ -61,7 +61,7 @@ DECLARE
     v_failed   bigint[];  -- failed by a pass below, and
     v_tenants  text[];    --   the keys of those of them that held a slot
     v_kinds    text[];
-    v_due      bigint[];  -- waiting_for_children past their deadline
+    v_family   bigint[];  -- the parents of the children this sweep may end
     v_spawned  bigint[];  -- ended by a pass below with children, and
     v_parents  bigint[];  --   the parents of those ended with one
 BEGIN
@@ -69,6 +69,34 @@ BEGIN
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
     -- would run them as a statement of its own.
     IF runq._check_count('max_runs', sweep.max_runs) THEN
+    END IF;
+
+    -- Child runs this sweep may end: their parents are locked first, before
+    -- any pass below locks a run (the lock order of runq._cancel_children, a
+    -- run before its children: runq.complete says why). The passes take a
+    -- child only if its parent is one of these; another waits for the next
+    -- sweep. Three probes of the indexes the passes read, when no run has a
+    -- parent.
+    v_family := ARRAY(
+        (SELECT r.parent_run_id FROM runq.runs AS r
+          WHERE r.status = 'running' AND r.parent_run_id IS NOT NULL
+            AND (r.lease_expires_at < v_now OR r.deadline <= v_now)
+          LIMIT sweep.max_runs)
+        UNION
+        (SELECT r.parent_run_id FROM runq.runs AS r
+          WHERE r.deadline IS NOT NULL AND r.parent_run_id IS NOT NULL
+            AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
+            AND r.deadline <= v_now
+          LIMIT sweep.max_runs)
+        UNION
+        (SELECT r.parent_run_id FROM runq.runs AS r
+          WHERE r.status = 'queued' AND r.parent_run_id IS NOT NULL AND r.expires_at <= v_now
+          LIMIT sweep.max_runs));
+    IF cardinality(v_family) > 0 THEN
+        PERFORM FROM runq.runs AS p
+         WHERE p.run_id = ANY (v_family)
+         ORDER BY p.run_id
+           FOR NO KEY UPDATE;
     END IF;
 
     -- Running runs whose lease expired or whose deadline passed: both take
@@ -80,6 +108,7 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.status = 'running'
                AND (r.lease_expires_at < v_now OR r.deadline <= v_now)
+               AND (r.parent_run_id IS NULL OR r.parent_run_id = ANY (v_family))
              ORDER BY least(r.lease_expires_at, r.deadline), r.run_id
              LIMIT sweep.max_runs
                FOR UPDATE SKIP LOCKED) AS x;
@@ -93,19 +122,6 @@ BEGIN
     -- runs_deadline_idx.
     v_left := sweep.max_runs - cardinality(v_expired);
     IF v_left > 0 THEN
-        -- A run waiting for its children is locked after its live
-        -- descendants, deepest first (runq._cancel_children says why).
-        SELECT array_agg(x.run_id) INTO v_due
-          FROM (SELECT r.run_id
-                  FROM runq.runs AS r
-                 WHERE r.deadline IS NOT NULL
-                   AND r.status = 'waiting_for_children'
-                   AND r.deadline <= v_now
-                 ORDER BY r.deadline, r.run_id
-                 LIMIT v_left) AS x;
-        IF v_due IS NOT NULL THEN
-            PERFORM runq._lock_descendants(v_due);
-        END IF;
         SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
                coalesce(array_agg(x.run_id) FILTER (WHERE x.status <> 'queued'), '{}')
           INTO v_queued, v_waiting
@@ -114,6 +130,7 @@ BEGIN
                  WHERE r.deadline IS NOT NULL
                    AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
                    AND r.deadline <= v_now
+                   AND (r.parent_run_id IS NULL OR r.parent_run_id = ANY (v_family))
                  ORDER BY r.deadline, r.run_id
                  LIMIT v_left
                    FOR UPDATE SKIP LOCKED) AS x;
@@ -158,6 +175,7 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.status = 'queued'
                AND r.expires_at <= v_now
+               AND (r.parent_run_id IS NULL OR r.parent_run_id = ANY (v_family))
                -- a run requeued just above is decided for this sweep
                AND r.run_id <> ALL (v_expired)
              ORDER BY r.expires_at, r.run_id

@@ -23,7 +23,8 @@ SET LOCAL statement_timeout = '10s';
 -- parent before this commits, seen it running and left it, so this waits for
 -- its end and does not count it; one not ending now cannot end before this
 -- commits, and when it ends it sees the parent waiting and counts down
--- (runq._wake_parents).
+-- (runq._wake_parents). The run is locked before its children, as every
+-- function that locks both does (runq.complete says why).
 CREATE FUNCTION runq.wait_children(run_id bigint, epoch bigint)
     RETURNS boolean
     LANGUAGE plpgsql

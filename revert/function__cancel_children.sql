@@ -3,6 +3,5 @@
 BEGIN;
 
 DROP FUNCTION runq._cancel_children(bigint[], timestamptz);
-DROP FUNCTION runq._lock_descendants(bigint[]);
 
 COMMIT;

@@ -3,6 +3,7 @@
 BEGIN;
 
 DROP FUNCTION runq._family_ended(bigint[], bigint[], timestamptz);
+DROP FUNCTION runq._lock_parents(bigint[]);
 DROP FUNCTION runq._wake_parents(bigint[], timestamptz);
 
 COMMIT;

@@ -500,48 +500,50 @@ DECLARE
     v_tenants   text[];
     v_kinds     text[];
 BEGIN
-    PERFORM runq._lock_descendants(v_parents);
     WHILE cardinality(v_parents) > 0 LOOP
-        -- Running children: the flag, as runq.cancel sets it.
-        WITH flagged AS (
+        -- One statement for both, so that a child claimed meanwhile (queued
+        -- when this statement started, running once its lock is granted) is
+        -- re-read and flagged: a running child gets the flag, as runq.cancel
+        -- sets it; a queued or waiting one is cancelled now.
+        WITH ended AS (
             UPDATE runq.runs AS r
-               SET cancel_requested = true, updated_at = at
-             WHERE r.run_id = ANY (ARRAY(SELECT s.run_id FROM runq.spawns AS s
-                                         WHERE s.parent_run_id = ANY (v_parents)))
-               AND r.status = 'running' AND NOT r.cancel_requested
-            RETURNING r.run_id, r.lease_epoch
-        )
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT f.run_id, f.lease_epoch, 'run.cancel_requested',
-               jsonb_build_object('reason', 'parent_finished'), at
-          FROM flagged AS f;
-
-        -- Queued and waiting children: cancelled now. They are locked
-        -- (above), so the self-join's snapshot shows the status replaced.
-        WITH cancelled AS (
-            UPDATE runq.runs AS r
-               SET status = 'cancelled', question = NULL, waiting_on = NULL, finished_at = at, updated_at = at
+               SET status = CASE WHEN r.status = 'running' THEN r.status ELSE 'cancelled' END,
+                   cancel_requested = r.cancel_requested OR r.status = 'running',
+                   question = CASE WHEN r.status = 'running' THEN r.question END,
+                   waiting_on = CASE WHEN r.status = 'running' THEN r.waiting_on END,
+                   finished_at = CASE WHEN r.status = 'running' THEN r.finished_at ELSE at END,
+                   updated_at = at
               FROM runq.runs AS o
              WHERE r.run_id = ANY (ARRAY(SELECT s.run_id FROM runq.spawns AS s
                                          WHERE s.parent_run_id = ANY (v_parents)))
                AND o.run_id = r.run_id
-               AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
-            RETURNING r.run_id, r.lease_epoch, r.spawned, r.tenant_id, r.kind,
+               AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children', 'running')
+               AND NOT (r.status = 'running' AND r.cancel_requested)
+            RETURNING r.run_id, r.lease_epoch, r.status, r.spawned, r.tenant_id, r.kind,
                       o.status AS previous_status, o.parked
         ), logged AS (
             INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-            SELECT c.run_id, c.lease_epoch, 'run.cancelled',
-                   jsonb_build_object('reason', 'parent_finished',
-                                      'previous_status', c.previous_status), at
-              FROM cancelled AS c
+            SELECT e.run_id, e.lease_epoch,
+                   CASE WHEN e.status = 'cancelled' THEN 'run.cancelled' ELSE 'run.cancel_requested' END,
+                   CASE WHEN e.status = 'cancelled'
+                        THEN jsonb_build_object('reason', 'parent_finished',
+                                                'previous_status', e.previous_status)
+                        ELSE jsonb_build_object('reason', 'parent_finished') END,
+                   at
+              FROM ended AS e
         )
-        SELECT coalesce(array_agg(c.run_id ORDER BY c.run_id), '{}'),
-               coalesce(array_agg(c.run_id ORDER BY c.run_id) FILTER (WHERE c.spawned IS NOT NULL), '{}'),
+        SELECT coalesce(array_agg(e.run_id ORDER BY e.run_id) FILTER (WHERE e.status = 'cancelled'), '{}'),
+               coalesce(array_agg(e.run_id ORDER BY e.run_id)
+                            FILTER (WHERE e.status = 'cancelled' AND e.spawned IS NOT NULL), '{}'),
                -- the keys of the admitted queued ones: they leave a slot
-               coalesce(array_agg(c.tenant_id::text) FILTER (WHERE c.previous_status = 'queued' AND NOT c.parked), '{}'),
-               coalesce(array_agg(c.kind::text) FILTER (WHERE c.previous_status = 'queued' AND NOT c.parked), '{}')
+               coalesce(array_agg(e.tenant_id::text)
+                            FILTER (WHERE e.status = 'cancelled' AND e.previous_status = 'queued'
+                                      AND NOT e.parked), '{}'),
+               coalesce(array_agg(e.kind::text)
+                            FILTER (WHERE e.status = 'cancelled' AND e.previous_status = 'queued'
+                                      AND NOT e.parked), '{}')
           INTO v_cancelled, v_parents, v_tenants, v_kinds
-          FROM cancelled AS c;
+          FROM ended AS e;
         PERFORM runq._slot_left(k.tenant_id, k.kind)
            FROM unnest(v_tenants, v_kinds) AS k (tenant_id, kind)
           WHERE EXISTS (SELECT FROM runq.limit_settings);
@@ -1196,31 +1198,20 @@ $$;
 
 COMMENT ON FUNCTION runq._limit_of(scope text, key text) IS 'The concurrency limit that applies to a tenant or kind: its own row, else the scope''s default; NULL when unlimited.';
 
-CREATE FUNCTION runq._lock_descendants(run_ids bigint[]) RETURNS void
+CREATE FUNCTION runq._lock_parents(run_ids bigint[]) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    -- A parent's children through its keys (runq.spawns): no index of runs
-    -- is kept for them, so no claim or complete of any run pays for one.
-    WITH RECURSIVE down (run_id, depth) AS (
-        SELECT s.run_id, 1
-          FROM runq.spawns AS s
-         WHERE s.parent_run_id = ANY (_lock_descendants.run_ids)
-        UNION ALL
-        SELECT s.run_id, down.depth + 1
-          FROM down
-          JOIN runq.runs AS c ON c.run_id = down.run_id AND c.spawned IS NOT NULL
-          JOIN runq.spawns AS s ON s.parent_run_id = down.run_id
-    )
     SELECT
-      FROM runq.runs AS r
-      JOIN down ON down.run_id = r.run_id
-     WHERE r.status IN ('queued', 'running', 'waiting_for_user', 'waiting_for_children')
-     ORDER BY down.depth DESC, r.run_id
-       FOR NO KEY UPDATE OF r;
+      FROM runq.runs AS p
+     WHERE p.run_id = ANY (ARRAY(SELECT c.parent_run_id FROM runq.runs AS c
+                                  WHERE c.run_id = ANY (_lock_parents.run_ids)
+                                    AND c.parent_run_id IS NOT NULL))
+     ORDER BY p.run_id
+       FOR NO KEY UPDATE;
 $$;
 
-COMMENT ON FUNCTION runq._lock_descendants(run_ids bigint[]) IS 'Internal: locks (FOR NO KEY UPDATE) the live descendants of these runs, deepest first: the lock order of the functions that end a parent.';
+COMMENT ON FUNCTION runq._lock_parents(run_ids bigint[]) IS 'Internal: locks (FOR NO KEY UPDATE, in run_id order) the parents of these runs, before a function that may end them locks them: a run before its children.';
 
 CREATE FUNCTION runq._lock_settings() RETURNS void
     LANGUAGE plpgsql
@@ -1427,14 +1418,15 @@ DECLARE
     v_failure jsonb;
     v_parent  bigint;
     v_spawned boolean;
+    v_family  boolean;
 BEGIN
     -- A NULL id or epoch matched nothing in the caller's fence; say why here,
     -- off the hot path.
     IF _refuse.epoch IS NULL THEN
         PERFORM runq._bad_argument('epoch', 'given', _refuse.epoch);
     END IF;
-    SELECT r.status::text, r.lease_epoch::bigint
-      INTO v_status, v_epoch
+    SELECT r.status::text, r.lease_epoch::bigint, r.parent_run_id IS NOT NULL
+      INTO v_status, v_epoch, v_family
       FROM runq.runs AS r
      WHERE r.run_id = _refuse.run_id;
     IF NOT FOUND THEN
@@ -1446,6 +1438,11 @@ BEGIN
     -- lock, so that a cancel or a set_budget committed since the caller's
     -- fenced statement is seen, and the run ends in this transaction.
     IF honours_cancel AND v_status = 'running' AND v_epoch = _refuse.epoch THEN
+        -- A child run may end here: its parent is locked first (the lock
+        -- order: runq.complete says why).
+        IF v_family THEN
+            PERFORM runq._lock_parents(ARRAY[_refuse.run_id]);
+        END IF;
         SELECT r.cancel_requested, runq._stop_failure(r, operation = 'begin_turn', v_now)
           INTO v_cancel, v_failure
           FROM runq.runs AS r
@@ -2217,11 +2214,10 @@ DECLARE
     v_parent  bigint;
     v_spawned boolean;
 BEGIN
-    -- A run with children: its live descendants are locked first, deepest
-    -- first, then the run (the lock order of runq._cancel_children, against
-    -- a child that ends and wakes this run while it waits for them).
-    IF (SELECT r.spawned IS NOT NULL FROM runq.runs AS r WHERE r.run_id = cancel.run_id) THEN
-        PERFORM runq._lock_descendants(ARRAY[cancel.run_id]);
+    -- A child run: its parent is locked first (the lock order: runq.complete
+    -- says why).
+    IF (SELECT r.parent_run_id IS NOT NULL FROM runq.runs AS r WHERE r.run_id = cancel.run_id) THEN
+        PERFORM runq._lock_parents(ARRAY[cancel.run_id]);
     END IF;
     SELECT r.status::text, r.cancel_requested, r.lease_epoch::bigint, r.parked,
            r.parent_run_id, r.spawned IS NOT NULL
@@ -2534,50 +2530,64 @@ DECLARE
     v_done    boolean;
     v_parent  bigint;
     v_spawned boolean;
+    v_family  boolean := false;
 BEGIN
-    WITH done AS (
-        UPDATE runq.runs AS r
-           SET status = 'succeeded', result = complete.result,
-               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
-         WHERE r.run_id = complete.run_id
-           AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched,
-                  r.parent_run_id, r.spawned
-    ), logged AS (
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+    <<attempt>>
+    LOOP
+        WITH done AS (
+            UPDATE runq.runs AS r
+               SET status = 'succeeded', result = complete.result,
+                   lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = complete.run_id
+               AND r.status = 'running' AND r.lease_epoch = complete.epoch  -- fence
+               AND (r.parent_run_id IS NULL OR v_family)  -- a child: its parent first, below
+            RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched,
+                      r.parent_run_id, r.spawned
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT d.run_id, d.lease_epoch, 'run.succeeded', '{}', v_now
+              FROM done AS d
+        )
+        -- The run's slot is handed on (runq._slot_left) only when a debt or a
+        -- parked run of one of its keys may be waiting for it: a queue without
+        -- limits pays one probe of runq.limit_settings, and one whose limits are
+        -- not reached a few more, in this statement, not a call of a function
+        -- (~50 us a run). The same gate as in runq.complete_many.
+        -- A watched run (runs.watched) notifies its watchers
+        -- (runq._notify_watchers); one nobody watches pays a test of the flag.
+        -- Its family (child runs) is read from the row updated: a run with none
+        -- pays a test of two columns.
+        SELECT true, d.parent_run_id, d.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
           FROM done AS d
-    )
-    -- The run's slot is handed on (runq._slot_left) only when a debt or a
-    -- parked run of one of its keys may be waiting for it: a queue without
-    -- limits pays one probe of runq.limit_settings, and one whose limits are
-    -- not reached a few more, in this statement, not a call of a function
-    -- (~50 us a run). The same gate as in runq.complete_many.
-    -- A watched run (runs.watched) notifies its watchers
-    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
-    -- Its family (child runs) is read from the row updated: a run with none
-    -- pays a test of two columns.
-    SELECT true, d.parent_run_id, d.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
-      FROM done AS d
-     WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
-       AND (NOT EXISTS (SELECT FROM runq.limit_settings)
-        OR NOT (EXISTS (SELECT FROM runq.limit_debts)
-                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
-                   AND EXISTS (SELECT FROM runq.runs AS p
-                                WHERE p.parked AND p.status = 'queued' AND p.tenant_id = d.tenant_id)
-                OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
-                   AND EXISTS (SELECT FROM runq.runs AS p
-                                WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
-        OR runq._slot_left(d.tenant_id, d.kind));
-    IF v_done THEN
-        -- Its live children are cancelled; a parent waiting for it may be
-        -- done waiting.
-        IF v_spawned OR v_parent IS NOT NULL THEN
-            PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[complete.run_id] END,
-                                       CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+         WHERE (d.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[d.run_id]))
+           AND (NOT EXISTS (SELECT FROM runq.limit_settings)
+            OR NOT (EXISTS (SELECT FROM runq.limit_debts)
+                    OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'tenant')
+                       AND EXISTS (SELECT FROM runq.runs AS p
+                                    WHERE p.parked AND p.status = 'queued' AND p.tenant_id = d.tenant_id)
+                    OR EXISTS (SELECT FROM runq.limit_settings AS l WHERE l.scope = 'kind')
+                       AND EXISTS (SELECT FROM runq.runs AS p
+                                    WHERE p.parked AND p.status = 'queued' AND p.kind = d.kind))
+            OR runq._slot_left(d.tenant_id, d.kind));
+        IF v_done THEN
+            -- Its live children are cancelled; a parent waiting for it may be
+            -- done waiting.
+            IF v_spawned OR v_parent IS NOT NULL THEN
+                PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[complete.run_id] END,
+                                           CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+            END IF;
+            RETURN true;
         END IF;
-        RETURN true;
-    END IF;
+        -- A child run ends only once its parent is locked: the lock order of
+        -- runq._cancel_children, a run before its children, which every
+        -- function that ends a run keeps, so that two of them never wait for
+        -- each other. A run without a parent pays the test in the statement.
+        EXIT attempt WHEN v_family
+            OR NOT EXISTS (SELECT FROM runq.runs AS r
+                            WHERE r.run_id = complete.run_id AND r.parent_run_id IS NOT NULL);
+        PERFORM runq._lock_parents(ARRAY[complete.run_id]);
+        v_family := true;
+    END LOOP;
     RETURN runq._refuse(complete.run_id, complete.epoch, 'complete', false);
 END
 $$;
@@ -2740,6 +2750,7 @@ BEGIN
                    AS c(run_id, epoch, result)
          WHERE r.run_id = c.run_id
            AND r.status = 'running' AND r.lease_epoch = c.epoch  -- fence
+           AND r.parent_run_id IS NULL  -- a child: runq.complete, below
         RETURNING r.run_id, r.lease_epoch, r.tenant_id, r.kind, r.watched,
                   r.parent_run_id, r.spawned
     ), logged AS (
@@ -2773,6 +2784,21 @@ BEGIN
     -- done waiting.
     IF v_spawned IS NOT NULL OR v_parents IS NOT NULL THEN
         PERFORM runq._family_ended(v_spawned, v_parents, v_now);
+    END IF;
+    -- A child run is completed by runq.complete, which locks its parent first
+    -- (the lock order it explains). Only a batch that was
+    -- not all completed above looks for one.
+    IF coalesce(cardinality(v_done), 0) < cardinality(complete_many.run_ids) THEN
+        v_done := coalesce(v_done, '{}') || ARRAY(
+            SELECT c.run_id
+              FROM unnest(complete_many.run_ids, complete_many.epochs, complete_many.results)
+                       WITH ORDINALITY AS c(run_id, epoch, result, n)
+             -- CASE: the test first, so that no other run meets runq.complete
+             WHERE CASE WHEN EXISTS (SELECT FROM runq.runs AS r
+                                      WHERE r.run_id = c.run_id AND r.parent_run_id IS NOT NULL
+                                        AND r.status = 'running' AND r.lease_epoch = c.epoch)
+                        THEN runq.complete(c.run_id, c.epoch, c.result) ELSE false END
+             ORDER BY c.n);
     END IF;
     RETURN QUERY SELECT a.run_id, a.applied
                    FROM runq._answer_batch(complete_many.run_ids, complete_many.epochs,
@@ -3066,6 +3092,7 @@ DECLARE
     v_done    boolean;
     v_parent  bigint;
     v_spawned boolean;
+    v_family  boolean := false;
 BEGIN
     IF fail.failure IS NULL OR jsonb_typeof(fail.failure) <> 'object'
        OR jsonb_typeof(fail.failure -> 'code') IS DISTINCT FROM 'string'
@@ -3075,40 +3102,53 @@ BEGIN
                              coalesce(left(fail.failure::text, 200), 'NULL'));
     END IF;
 
-    WITH failed AS (
-        UPDATE runq.runs AS r
-           SET status = 'failed',
-               failure = fail.failure
-                         || jsonb_build_object(
-                                'message', coalesce(fail.failure ->> 'message', fail.failure ->> 'code'),
-                                'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
-               lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
-         WHERE r.run_id = fail.run_id
-           AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
-        RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched,
-                  r.parent_run_id, r.spawned
-    ), logged AS (
-        INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
-        SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+    <<attempt>>
+    LOOP
+        WITH failed AS (
+            UPDATE runq.runs AS r
+               SET status = 'failed',
+                   failure = fail.failure
+                             || jsonb_build_object(
+                                    'message', coalesce(fail.failure ->> 'message', fail.failure ->> 'code'),
+                                    'attempt', r.attempts, 'epoch', r.lease_epoch, 'at', v_now),
+                   lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+             WHERE r.run_id = fail.run_id
+               AND r.status = 'running' AND r.lease_epoch = fail.epoch  -- fence
+               AND (r.parent_run_id IS NULL OR v_family)  -- a child: its parent first, below
+            RETURNING r.run_id, r.lease_epoch, r.failure, r.tenant_id, r.kind, r.watched,
+                      r.parent_run_id, r.spawned
+        ), logged AS (
+            INSERT INTO runq.run_events (run_id, epoch, type, payload, created_at)
+            SELECT f.run_id, f.lease_epoch, 'run.failed', f.failure, v_now
+              FROM failed AS f
+        )
+        -- The run's slot is handed on when a limit is set (runq._slot_left).
+        -- A watched run (runs.watched) notifies its watchers
+        -- (runq._notify_watchers); one nobody watches pays a test of the flag.
+        -- Its family (child runs) is read from the row updated.
+        SELECT true, f.parent_run_id, f.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
           FROM failed AS f
-    )
-    -- The run's slot is handed on when a limit is set (runq._slot_left).
-    -- A watched run (runs.watched) notifies its watchers
-    -- (runq._notify_watchers); one nobody watches pays a test of the flag.
-    -- Its family (child runs) is read from the row updated.
-    SELECT true, f.parent_run_id, f.spawned IS NOT NULL INTO v_done, v_parent, v_spawned
-      FROM failed AS f
-     WHERE (f.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[f.run_id]))
-       AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind));
-    IF v_done THEN
-        -- Its live children are cancelled; a parent waiting for it may be
-        -- done waiting.
-        IF v_spawned OR v_parent IS NOT NULL THEN
-            PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[fail.run_id] END,
-                                       CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+         WHERE (f.watched IS NOT TRUE OR runq._notify_watchers(ARRAY[f.run_id]))
+           AND (NOT EXISTS (SELECT FROM runq.limit_settings) OR runq._slot_left(f.tenant_id, f.kind));
+        IF v_done THEN
+            -- Its live children are cancelled; a parent waiting for it may be
+            -- done waiting.
+            IF v_spawned OR v_parent IS NOT NULL THEN
+                PERFORM runq._family_ended(CASE WHEN v_spawned THEN ARRAY[fail.run_id] END,
+                                           CASE WHEN v_parent IS NOT NULL THEN ARRAY[v_parent] END, v_now);
+            END IF;
+            RETURN true;
         END IF;
-        RETURN true;
-    END IF;
+        -- A child run ends only once its parent is locked: the lock order of
+        -- runq._cancel_children, a run before its children, which every
+        -- function that ends a run keeps, so that two of them never wait for
+        -- each other. A run without a parent pays the test in the statement.
+        EXIT attempt WHEN v_family
+            OR NOT EXISTS (SELECT FROM runq.runs AS r
+                            WHERE r.run_id = fail.run_id AND r.parent_run_id IS NOT NULL);
+        PERFORM runq._lock_parents(ARRAY[fail.run_id]);
+        v_family := true;
+    END LOOP;
     RETURN runq._refuse(fail.run_id, fail.epoch, 'fail', false);
 END
 $$;
@@ -3697,6 +3737,9 @@ DECLARE
     v_pstatus  text;
     v_pdead    timestamptz;
 BEGIN
+    -- A child's parent is locked before the child (the lock order: runq.complete
+    -- says why); parent_run_id never changes, so it is read unlocked.
+    PERFORM runq._lock_parents(ARRAY[redrive.run_id]);
     SELECT r.status::text, r.tenant_id::text, r.session_id::text, r.failure::jsonb, r.schedule,
            r.parent_run_id
       INTO v_status, v_tenant, v_session, v_failure, v_schedule, v_parent
@@ -3787,6 +3830,11 @@ CREATE FUNCTION runq.release(run_id bigint, epoch bigint) RETURNS boolean
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
+    -- A child run may end here (a cancel flag, its deadline): its parent is
+    -- locked first (the lock order: runq.complete says why).
+    IF (SELECT r.parent_run_id IS NOT NULL FROM runq.runs AS r WHERE r.run_id = release.run_id) THEN
+        PERFORM runq._lock_parents(ARRAY[release.run_id]);
+    END IF;
     PERFORM FROM runq.runs AS r
       WHERE r.run_id = release.run_id
         AND r.status = 'running' AND r.lease_epoch = release.epoch  -- fence
@@ -3799,7 +3847,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.release(run_id bigint, epoch bigint) IS 'Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled; a run past its deadline fails with code deadline_exceeded. Returns true, or false when fenced.
+COMMENT ON FUNCTION runq.release(run_id bigint, epoch bigint) IS 'Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled. Returns true, or false when fenced.
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.resume(scope text, key text) RETURNS boolean
@@ -4249,7 +4297,7 @@ DECLARE
     v_failed   bigint[];  -- failed by a pass below, and
     v_tenants  text[];    --   the keys of those of them that held a slot
     v_kinds    text[];
-    v_due      bigint[];  -- waiting_for_children past their deadline
+    v_family   bigint[];  -- the parents of the children this sweep may end
     v_spawned  bigint[];  -- ended by a pass below with children, and
     v_parents  bigint[];  --   the parents of those ended with one
 BEGIN
@@ -4257,6 +4305,34 @@ BEGIN
     -- (deploy/argument_checks). An IF runs them as one expression; a PERFORM
     -- would run them as a statement of its own.
     IF runq._check_count('max_runs', sweep.max_runs) THEN
+    END IF;
+
+    -- Child runs this sweep may end: their parents are locked first, before
+    -- any pass below locks a run (the lock order of runq._cancel_children, a
+    -- run before its children: runq.complete says why). The passes take a
+    -- child only if its parent is one of these; another waits for the next
+    -- sweep. Three probes of the indexes the passes read, when no run has a
+    -- parent.
+    v_family := ARRAY(
+        (SELECT r.parent_run_id FROM runq.runs AS r
+          WHERE r.status = 'running' AND r.parent_run_id IS NOT NULL
+            AND (r.lease_expires_at < v_now OR r.deadline <= v_now)
+          LIMIT sweep.max_runs)
+        UNION
+        (SELECT r.parent_run_id FROM runq.runs AS r
+          WHERE r.deadline IS NOT NULL AND r.parent_run_id IS NOT NULL
+            AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
+            AND r.deadline <= v_now
+          LIMIT sweep.max_runs)
+        UNION
+        (SELECT r.parent_run_id FROM runq.runs AS r
+          WHERE r.status = 'queued' AND r.parent_run_id IS NOT NULL AND r.expires_at <= v_now
+          LIMIT sweep.max_runs));
+    IF cardinality(v_family) > 0 THEN
+        PERFORM FROM runq.runs AS p
+         WHERE p.run_id = ANY (v_family)
+         ORDER BY p.run_id
+           FOR NO KEY UPDATE;
     END IF;
 
     -- Running runs whose lease expired or whose deadline passed: both take
@@ -4268,6 +4344,7 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.status = 'running'
                AND (r.lease_expires_at < v_now OR r.deadline <= v_now)
+               AND (r.parent_run_id IS NULL OR r.parent_run_id = ANY (v_family))
              ORDER BY least(r.lease_expires_at, r.deadline), r.run_id
              LIMIT sweep.max_runs
                FOR UPDATE SKIP LOCKED) AS x;
@@ -4281,19 +4358,6 @@ BEGIN
     -- runs_deadline_idx.
     v_left := sweep.max_runs - cardinality(v_expired);
     IF v_left > 0 THEN
-        -- A run waiting for its children is locked after its live
-        -- descendants, deepest first (runq._cancel_children says why).
-        SELECT array_agg(x.run_id) INTO v_due
-          FROM (SELECT r.run_id
-                  FROM runq.runs AS r
-                 WHERE r.deadline IS NOT NULL
-                   AND r.status = 'waiting_for_children'
-                   AND r.deadline <= v_now
-                 ORDER BY r.deadline, r.run_id
-                 LIMIT v_left) AS x;
-        IF v_due IS NOT NULL THEN
-            PERFORM runq._lock_descendants(v_due);
-        END IF;
         SELECT coalesce(array_agg(x.run_id) FILTER (WHERE x.status = 'queued'), '{}'),
                coalesce(array_agg(x.run_id) FILTER (WHERE x.status <> 'queued'), '{}')
           INTO v_queued, v_waiting
@@ -4302,6 +4366,7 @@ BEGIN
                  WHERE r.deadline IS NOT NULL
                    AND r.status IN ('queued', 'waiting_for_user', 'waiting_for_children')
                    AND r.deadline <= v_now
+                   AND (r.parent_run_id IS NULL OR r.parent_run_id = ANY (v_family))
                  ORDER BY r.deadline, r.run_id
                  LIMIT v_left
                    FOR UPDATE SKIP LOCKED) AS x;
@@ -4346,6 +4411,7 @@ BEGIN
               FROM runq.runs AS r
              WHERE r.status = 'queued'
                AND r.expires_at <= v_now
+               AND (r.parent_run_id IS NULL OR r.parent_run_id = ANY (v_family))
                -- a run requeued just above is decided for this sweep
                AND r.run_id <> ALL (v_expired)
              ORDER BY r.expires_at, r.run_id
@@ -5257,7 +5323,7 @@ REVOKE ALL ON FUNCTION runq._key_lock(scope text, key text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._limit_of(scope text, key text) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION runq._lock_descendants(run_ids bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION runq._lock_parents(run_ids bigint[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION runq._lock_settings() FROM PUBLIC;
 

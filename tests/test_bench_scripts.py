@@ -14,8 +14,9 @@ epoch (never fenced), cycles of runs with a budget and a timeout end every run
 succeeded, and its sweep over runs with deadlines none due changes nothing. The other
 drivers run in small: bench/cpu.py, bench/instructions.py,
 bench/long_runs.py (one worker process holding runs for 18 s, not minutes) and
-bench/waiting.py (30 waits and 30 runs streaming for 2 s) and bench/agents.py
-(8 runs of each variant, a 10-request conversation).
+bench/waiting.py (30 waits and 30 runs streaming for 2 s), bench/agents.py
+(8 runs of each variant, a 10-request conversation) and bench/children.py
+(60 children, 2 reps).
 """
 import os
 import re
@@ -364,3 +365,20 @@ def test_agents_bench_counts_two_calls_per_request_and_tool(server_url: str) -> 
     assert rows["calls per tool call: begin_tool + end_tool"] == "1 + 1", out.stdout
     assert rows["reads per run on a first attempt: model_calls + tool_calls"] == (
         "0 (requests), 0 (tools)"), out.stdout
+
+
+@pytest.mark.once
+def test_children_bench_spawns_waits_and_wakes(server_url: str) -> None:
+    # bench/children.py in small: every child is spawned and completed, and the
+    # parent's next claim is the resumed one, each rep.
+    out = subprocess.run([sys.executable, str(BENCH / "children.py"), "--children", "60",
+                          "--reps", "2"],
+                         env={**os.environ, "RUNQ_DATABASE_URL": server_url},
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
+            for line in out.stdout.splitlines() if line.startswith("| ")}
+    for measure in ("runq.spawn, per call", "runq.wait_children of the parent of 60",
+                    "the same, server clock: last child's run.succeeded -> the parent's run.claimed"):
+        assert re.fullmatch(r"[\d.]+ ms \([\d.]+ to [\d.]+\)", rows[measure]), out.stdout
+    assert float(rows["spawn / submit"]) > 0, out.stdout

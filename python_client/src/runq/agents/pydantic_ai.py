@@ -20,16 +20,44 @@ Tool discovery runs in the handler, not as a unit: function tools are
 declared in code, so a later attempt finds the same ones. Waits the agent
 makes between polls of a model's server-side job are plain sleeps of the
 handler (runq holds no timer for them): a later attempt waits again.
+
+An agent delegates to another agent, run as a child run, through a tool
+that ``delegate(kind, description=...)`` makes: a deferred tool whose call
+spawns the child (its key made from the call, so a later attempt gets the
+same child) and leaves the call pending. The agent's run then ends with
+``DeferredToolRequests`` among its output types, and ``child_results`` waits
+for the children (``ctx.wait_children``: the handler returns) or, once every
+one has ended, gives their results to continue with::
+
+    research = delegate("agent.researcher", description="Research a topic.")
+    agent = Agent(model, name="planner", tools=[research],
+                  output_type=[str, DeferredToolRequests], capabilities=[RunqDurability()])
+
+    async def planner(ctx):
+        with durable(ctx):
+            result = await agent.run(ctx.run.payload["prompt"])
+            while isinstance(result.output, DeferredToolRequests):
+                results = await child_results(ctx, result.output)
+                if results is None:
+                    return  # waiting for the children: resumed when the last one ends
+                result = await agent.run(message_history=result.all_messages(),
+                                         deferred_tool_results=results)
+        await ctx.complete({"answer": result.output})
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
+import re
 from collections.abc import AsyncIterable, Iterator, Mapping
 from contextvars import ContextVar
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, Tool
 from pydantic_ai import messages as _messages
 from pydantic_ai.durable_exec import (
     JSON_CODEC,
@@ -42,13 +70,16 @@ from pydantic_ai.durable_exec import (
     RoleBasedOperationConfig,
     ToolsetCallToolId,
 )
+from pydantic_ai.exceptions import CallDeferred, ModelRetry, ToolFailed, UserError
 from pydantic_ai.tools import AgentDepsT, RunContext
 from pydantic_core import to_jsonable_python
 
 from runq.agents.journal import UNKNOWN_OUTCOME, Journal, request_hash
+from runq.types import ChildRun
 from runq.worker.context import AsyncRunContext
 
-__all__ = ["Prices", "RunqDurability", "durable"]
+__all__ = ["Prices", "RunqDurability", "child_key", "child_outcome", "child_results", "delegate",
+           "durable"]
 
 # Per model name, the price of one unit of each usage key in USD, say
 # {"gpt-x": {"input_tokens": Decimal("0.000003"), "output_tokens": ...}}:
@@ -220,3 +251,124 @@ class RunqDurability(BaseDurabilityCapability[AgentDepsT]):
                 await journal.ctx.emit(text)
 
 
+# -- delegation: an agent's tool call as a child run ------------------------
+
+# Where a delegation call's CallDeferred metadata names its child, in
+# DeferredToolRequests.metadata: {"run_id": ..., "key": ..., "kind": ...}.
+CHILD = "runq_child"
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+# The parameters of a delegation tool that declares none of its own.
+PROMPT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"prompt": {"type": "string", "description": (
+        "The task for the other agent, in full: it sees nothing of this conversation.")}},
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
+_KEY_LIMIT = 256  # runq.spawn's key: 1 to 256 characters
+# Keys of a failure that say when and in which attempt, not what: the model
+# is not told them.
+_BOOKKEEPING = frozenset({"at", "attempt", "epoch"})
+
+
+def child_key(seq: int, tool_call_id: str) -> str:
+    """The child's key among its parent's children: the tool call's id,
+    named by the response that made the call (as a tool call of the run is:
+    providers reuse ids across responses), so a later attempt, replaying
+    that response, spawns under the same key and gets the same child."""
+    key = f"{seq}:{tool_call_id}"
+    if len(key) > _KEY_LIMIT:
+        key = f"{seq}:sha256:{hashlib.sha256(tool_call_id.encode()).hexdigest()}"
+    return key
+
+
+def delegate(kind: str, *, description: str, name: str | None = None,
+             parameters: Mapping[str, Any] | None = None, priority: int | None = None,
+             max_attempts: int = 3, recovery_policy: str = "resume",
+             timeout: timedelta | None = None,
+             budget: Mapping[str, int | float | Decimal] | None = None) -> Tool[Any]:
+    """A tool that delegates to another agent: each call spawns a child run
+    of ``kind`` (ctx.spawn; the other options are spawn's) whose payload is
+    the call's arguments, then defers the call (CallDeferred): the agent's
+    run ends with the call among DeferredToolRequests.calls, and
+    ``child_results`` answers it with the child's result.
+
+    The tool takes ``parameters`` (a JSON schema of an object; the default
+    is one string, ``prompt``) and is named ``name`` (default: kind with
+    each character a tool name cannot hold made ``_``). It runs outside
+    the journal's tool calls (``durable=False``): runq.spawn's key is what
+    makes it take effect once. Called outside ``durable(ctx)`` it raises
+    UserError: there is no run to spawn from."""
+    schema = dict(PROMPT_SCHEMA if parameters is None else parameters)
+    tool_name = name or re.sub(r"[^A-Za-z0-9_-]", "_", kind)[:64]
+
+    async def spawn_child(run_context: RunContext[Any], **args: Any) -> Any:
+        journal = _journal.get()
+        if journal is None:
+            raise UserError(f"tool {tool_name!r} spawns a child run: run the agent inside"
+                            " runq.agents.pydantic_ai.durable(ctx)")
+        if parameters is None and not isinstance(args.get("prompt"), str):
+            raise ModelRetry("Give the task as `prompt`, a string.")
+        key = child_key(journal.seq, run_context.tool_call_id or tool_name)
+        child = await journal.ctx.spawn(
+            key, kind, to_jsonable_python(args, fallback=str), priority=priority,
+            max_attempts=max_attempts, recovery_policy=recovery_policy, timeout=timeout,
+            budget=budget)
+        raise CallDeferred(metadata={CHILD: {"run_id": child, "key": key, "kind": kind}})
+
+    tool: Tool[Any] = Tool.from_schema(spawn_child, name=tool_name, description=description,
+                                       json_schema=schema, takes_ctx=True)
+    tool.durable = False  # not a tool call of the journal: the spawn's key is the unit
+    return tool
+
+
+def child_outcome(child: ChildRun) -> Any:
+    """What the model is told of an ended child: its result when it
+    succeeded, else ToolFailed saying how it ended and that what it did
+    before may or may not have taken effect (made from the child's row
+    alone, so a later attempt tells the model the same words and the
+    request that follows is replayed)."""
+    if child.status == "succeeded":
+        return child.result
+    failure = {k: v for k, v in (child.failure or {}).items() if k not in _BOOKKEEPING}
+    how = "was cancelled" if child.status == "cancelled" else "failed"
+    text = f"The delegated run {child.run_id} ({child.kind}) {how}"
+    if code := failure.pop("code", None):
+        text += f": {code}"
+    if message := failure.pop("message", None):
+        text += f": {message}"
+    if failure:
+        text += f" ({json.dumps(failure, sort_keys=True, default=str)})"
+    return ToolFailed(text + ". It did not finish: whatever it did before it stopped may or may"
+                      " not have taken effect.")
+
+
+async def child_results(ctx: AsyncRunContext,
+                        requests: DeferredToolRequests) -> DeferredToolResults | None:
+    """The results of the delegation calls among requests (those a
+    ``delegate`` tool deferred), to run the agent on with: each child's
+    result, or a ToolFailed for a child that failed or was cancelled
+    (child_outcome). While any of those children has not ended, waits for
+    them instead (ctx.wait_children, the run's last write of this attempt)
+    and returns None: the handler then returns, and the run is claimed
+    again, resumed, once the last child ends. Other deferred calls
+    (approvals, external calls of other tools) get no result here: they
+    are the handler's to answer, in the same DeferredToolResults."""
+    ours = {call.tool_call_id: requests.metadata[call.tool_call_id][CHILD]
+            for call in requests.calls
+            if CHILD in requests.metadata.get(call.tool_call_id, {})}
+    if not ours:
+        return DeferredToolResults()
+    children = {child.key: child for child in await ctx.children()}
+    ended: dict[str, ChildRun] = {}
+    for call_id, named in ours.items():
+        child = children.get(named["key"])
+        if child is None:
+            raise LookupError(f"run {ctx.run_id} has no child {named['key']!r}, which tool call"
+                              f" {call_id!r} spawned")
+        if child.status not in TERMINAL:
+            await ctx.wait_children()
+            return None
+        ended[call_id] = child
+    return DeferredToolResults(calls={call_id: child_outcome(child)
+                                      for call_id, child in ended.items()})
