@@ -2700,11 +2700,18 @@ BEGIN
              WHERE r.run_id = complete_and_claim.run_id AND r.status = 'succeeded'
                AND r.lease_epoch = complete_and_claim.epoch AND r.finished_at = v_now);
         IF NOT v_completed THEN
-            -- Fenced (one run.fenced and false; RQ003 for no such run), or a
-            -- run with a family, whose end cancels its children or wakes its
-            -- parent: runq.complete decides either.
-            v_completed := runq.complete(complete_and_claim.run_id, complete_and_claim.epoch,
-                                         complete_and_claim.result);
+            IF EXISTS (SELECT FROM runq.runs AS r
+                        WHERE r.run_id = complete_and_claim.run_id
+                          AND (r.parent_run_id IS NOT NULL OR r.spawned IS NOT NULL)) THEN
+                -- A run with a family, whose end cancels its children or
+                -- wakes its parent: runq.complete (or its fence) decides.
+                v_completed := runq.complete(complete_and_claim.run_id, complete_and_claim.epoch,
+                                             complete_and_claim.result);
+            ELSE
+                -- Fenced: one run.fenced and false, as complete; RQ003 for no such run.
+                v_completed := runq._refuse(complete_and_claim.run_id, complete_and_claim.epoch,
+                                            'complete', false);
+            END IF;
         END IF;
     -- One of the two NULL: complete raises 22023 naming it.
     ELSIF complete_and_claim.run_id IS NOT NULL OR complete_and_claim.epoch IS NOT NULL THEN
@@ -3847,7 +3854,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION runq.release(run_id bigint, epoch bigint) IS 'Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled. Returns true, or false when fenced.
+COMMENT ON FUNCTION runq.release(run_id bigint, epoch bigint) IS 'Give back the lease of a run this worker holds under epoch (graceful shutdown): the run takes the lease-expiry path of runq.sweep now, without using up the attempt and without backoff. A resume run is queued again at once; a fail run, or a zero_work run that did work, fails with code orphaned; a cancel-requested run is cancelled; a run past its deadline fails with code deadline_exceeded. Returns true, or false when fenced.
 Raises 22023 (NULL run_id or epoch), RQ003 (no such run).';
 
 CREATE FUNCTION runq.resume(scope text, key text) RETURNS boolean
