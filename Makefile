@@ -19,7 +19,7 @@ SERVER = scripts/pg run
 # a server given from outside).
 PG18 = RUNQ_DATABASE_URL= PGHOST= RUNQ_PG_BIN=embedded RUNQ_PG_DIR=$(CURDIR)/.pg18
 
-.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-waiting bench-agents bench-children bench-cpu bench-instructions sql dashboard-screenshots \
+.PHONY: test test-pg18 deps demo bench bench-full bench-long bench-waiting bench-agents bench-children bench-cpu bench-instructions failover sql dashboard-screenshots \
 	docs dist schema pg-start pg-stop
 
 test: deps $(STAMP)
@@ -73,6 +73,15 @@ bench-agents: $(STAMP)
 # wait_children's, and the last child's complete to the parent's resumed claim.
 bench-children: $(STAMP)
 	$(BENCH_SERVER) $(VENV)/bin/python bench/children.py
+
+# Failover under load (tests/failover.py, about 5 minutes): a primary and a
+# streaming standby of its own, the primary killed and the standby promoted
+# 20 times under load with synchronous replication, then 5 times with
+# asynchronous replication: what was lost and repeated, and the time from
+# the kill to the first claim (the high-availability guide's figures).
+failover: $(STAMP)
+	$(VENV)/bin/python tests/failover.py --failovers 20 --mode sync --out bench/results/failover-sync.md
+	$(VENV)/bin/python tests/failover.py --failovers 5 --mode async --out bench/results/failover-async.md
 
 # Backend CPU per cycle (bench/cpu.py), to judge a hot-path change against a
 # commit: make bench-cpu REV=8ce5eac

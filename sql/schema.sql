@@ -5454,6 +5454,7 @@ REVOKE ALL ON FUNCTION runq.get_run(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.get_run(run_id bigint) TO runq_client;
 GRANT ALL ON FUNCTION runq.get_run(run_id bigint) TO runq_admin;
 GRANT ALL ON FUNCTION runq.get_run(run_id bigint) TO runq_observer;
+GRANT ALL ON FUNCTION runq.get_run(run_id bigint) TO runq_worker;
 
 REVOKE ALL ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.heartbeat(run_id bigint, epoch bigint) TO runq_worker;
@@ -5514,6 +5515,7 @@ REVOKE ALL ON FUNCTION runq.run_events(run_id bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_client;
 GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_admin;
 GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_observer;
+GRANT ALL ON FUNCTION runq.run_events(run_id bigint) TO runq_worker;
 
 REVOKE ALL ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION runq.set_budget(run_id bigint, budget jsonb) TO runq_admin;

@@ -17,7 +17,7 @@ CLIENT = Path(__file__).resolve().parent.parent / "python_client"
 # Beside the client, relative to it: programs that use it.
 PROGRAMS = ("../bench/run.py", "../bench/cpu.py", "../bench/instructions.py",
             "../bench/long_runs.py", "../bench/metrics_scrape.py", "../bench/waiting.py",
-            "../bench/agents.py",
+            "../bench/agents.py", "../tests/failover.py",
             "../demo/demo.py", "../demo/demo_handlers.py", "../examples/chat/app.py")
 
 

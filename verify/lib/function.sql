@@ -31,6 +31,9 @@
 -- change grants_runq_observer grants it read functions that older changes
 -- created, and verify/grants_runq_observer.sql checks its grants as one set,
 -- so a function's verify holds before that change and after it.
+-- runq_worker is left out of it for runq.get_run and runq.run_events in the
+-- same way: grants_runq_worker_reads grants them to it (a worker settles a
+-- write whose answer was lost by reading the run), and checks that.
 
 \ir begin.sql
 SET LOCAL verify.function = :'function';
@@ -73,10 +76,14 @@ BEGIN
                       WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
                         AND (a.grantee = 0 OR a.grantee::regrole::text <> 'runq_observer'
                              OR 'runq_observer' = ANY (callers))
+                        AND (a.grantee = 0 OR a.grantee::regrole::text <> 'runq_worker'
+                             OR p.proname NOT IN ('get_run', 'run_events')
+                             OR 'runq_worker' = ANY (callers))
                       ORDER BY 1);
     ASSERT granted = callers, format('%s: EXECUTE is granted to %s, not to %s', f, granted, callers);
     ASSERT NOT EXISTS (SELECT FROM unnest(ARRAY['runq_client', 'runq_worker', 'runq_admin', 'public']) AS r
-                        WHERE pg_catalog.has_function_privilege(r, f, 'EXECUTE') <> (r = ANY (callers))),
+                        WHERE pg_catalog.has_function_privilege(r, f, 'EXECUTE') <> (r = ANY (callers))
+                          AND NOT (r = 'runq_worker' AND p.proname IN ('get_run', 'run_events'))),
         format('%s: a role other than %s may EXECUTE it', f, callers);
     ASSERT pg_catalog.obj_description(f, 'pg_proc') IS NOT NULL, format('%s has no COMMENT', f);
     ASSERT NOT EXISTS (SELECT FROM pg_catalog.pg_proc AS o

@@ -12,6 +12,7 @@
 import pg from "pg";
 
 import { fromPgError } from "./errors.js";
+import { hostsPoolConfig, parseHosts } from "./hosts.js";
 
 /** A run id or epoch as given: bigints come back as `bigint`. */
 export type Id = bigint | number | string;
@@ -322,9 +323,19 @@ export class Client {
     listen(db, options.onError ?? logError);
   }
 
-  /** A client owning a pg.Pool on `connectionString`; close() ends it. */
+  /** A client owning a pg.Pool on `connectionString`; close() ends it.
+   * The string may name several hosts, as libpq's URLs do
+   * (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`):
+   * each new connection tries them in order and keeps the first that fits
+   * target_session_attrs ("any", the default; "read-write"; "primary").
+   * Throws a RangeError for a target_session_attrs it does not know. */
   static connect(connectionString: string, config: pg.PoolConfig = {}, options: ClientOptions = {}): Client {
-    const pool = new pg.Pool({ ...config, connectionString });
+    const hosts = parseHosts(connectionString);
+    // TCP keepalives, so that an idle connection to a host that vanished (a
+    // failover's old primary) is found broken in seconds, not at TCP's hours.
+    const configured: pg.PoolConfig = { keepAlive: true, keepAliveInitialDelayMillis: 5000, ...config };
+    const pool = new pg.Pool(hosts === undefined
+      ? { ...configured, connectionString } : hostsPoolConfig(hosts, configured));
     const client = new Client(pool, options);
     client.#owned = pool;
     return client;

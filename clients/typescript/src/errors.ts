@@ -106,3 +106,32 @@ export class RunStopped extends Error {
     this.reason = reason;
   }
 }
+
+// What a lost connection looks like: SQLSTATE class 08 (connection
+// exception), a backend ended by an operator or a crash (57P01, 57P02) or a
+// server not accepting connections yet (57P03), a write that reached a
+// read-only standby (25006: a failover under way), or the socket's own
+// errors. pg reports a connection it lost or could not make as a plain
+// Error with no code; its other plain Errors are mistakes of the caller's.
+const LOST_MESSAGE = /Connection terminated|is not queryable|timeout/;
+const LOST_CODES = new Set([
+  "57P01", "57P02", "57P03", "25006",
+  "ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH",
+  "EAI_AGAIN",
+]);
+
+/**
+ * Whether `error` says the connection failed rather than the statement: the
+ * call may be sent again on another connection (it may also have committed
+ * before the connection went). A statement's own error (a SQLSTATE of
+ * another class, a RunqError, a TypeError of the client) is not.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string") return code.startsWith("08") || LOST_CODES.has(code);
+  // "Connection terminated unexpectedly", "Client has encountered a connection
+  // error and is not queryable", "timeout expired", "timeout exceeded when
+  // trying to connect", "Connection terminated due to connection timeout".
+  return Object.getPrototypeOf(error) === Error.prototype && LOST_MESSAGE.test(error.message);
+}

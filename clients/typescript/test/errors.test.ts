@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 
+import pg from "pg";
+
 import {
-  Client, InvalidArgument, InvalidRunState, PermissionDenied, RunNotFound, RunqError, SessionBusy,
+  Client, InvalidArgument, InvalidRunState, isConnectionLost, PermissionDenied, RunNotFound, RunqError, RunStopped,
+  SessionBusy,
 } from "../src/index.js";
 import { connectClient } from "../testlib/db.js";
 import { databaseFixture } from "../testlib/fixture.js";
@@ -83,6 +86,39 @@ describe("errors", () => {
         assert.equal((error as { code?: string }).code, "25P02");
         return true;
       });
+    } finally {
+      await conn.end();
+    }
+  });
+
+  it("isConnectionLost: the connection's errors, not the statement's", async () => {
+    const coded = (code: string, message = code): Error => Object.assign(new Error(message), { code });
+    for (const lost of [
+      coded("57P01", "terminating connection due to administrator command"), coded("57P02"), coded("57P03"),
+      coded("08006"), coded("08001"), coded("25006"), coded("ECONNREFUSED"), coded("ECONNRESET"),
+      new Error("Connection terminated unexpectedly"), new Error("Connection terminated"),
+      new Error("Client has encountered a connection error and is not queryable"),
+      new Error("timeout exceeded when trying to connect"),
+    ]) assert.equal(isConnectionLost(lost), true, String(lost));
+    for (const statement of [
+      coded("22023"), coded("40001"), coded("42501"), coded("RQ004"), coded("25P02"),
+      new InvalidRunState("call is finished"), new RunStopped(1n, 1n, "fenced"),
+      new TypeError("Do not know how to serialize a BigInt"),
+      new Error("Cannot use a pool after calling end on the pool"),
+      new Error("circular reference detected while preparing \"x\" for query"),
+      new RangeError("Connection terminated? no: not pg's"), "Connection terminated", undefined,
+    ]) assert.equal(isConnectionLost(statement), false, String(statement));
+    // and a real one: a call on a connection whose backend was terminated
+    const conn = new pg.Client({ connectionString: db.url });
+    conn.on("error", () => undefined); // expected: not logged
+    await conn.connect();
+    try {
+      const pid = (await conn.query("SELECT pg_backend_pid() AS pid")).rows[0].pid as number;
+      const ended = new Promise((resolve) => conn.once("end", resolve));
+      await db.sql("SELECT pg_terminate_backend($1)", [pid]);
+      await ended;
+      const error = await new Client(conn).getRun(1n).catch((e: unknown) => e);
+      assert.ok(error instanceof Error && isConnectionLost(error), String(error));
     } finally {
       await conn.end();
     }

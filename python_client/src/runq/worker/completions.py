@@ -7,6 +7,7 @@ commit a run, where a completion and a claim would take two of each."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +73,7 @@ class Completions:
             await self.send_and_claim(batch[0])
             return
         try:
-            done = await self.core.db.persist(lambda conn: self.complete_many(conn, batch))
+            done = await self.core.db.persist(self.sender(batch))
         except OutOfReach as error:
             for b in batch:
                 settle(b.answer, error=error)
@@ -89,6 +90,24 @@ class Completions:
             return
         for b in batch:
             settle(b.answer, done[b.state.run_id])
+
+    def sender(self, batch: list[Completion]
+               ) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[dict[int, bool]]]:
+        """complete_many of the batch; sent again after its connection broke,
+        it first settles the runs the lost call completed (a failover can
+        take the answer of a commit the standby has), which a second
+        complete would refuse, logging a run.fenced no stale worker caused."""
+        sent = False
+
+        async def send(conn: psycopg.AsyncConnection[Any]) -> dict[int, bool]:
+            nonlocal sent
+            done: dict[int, bool] = {}
+            if sent:
+                done = {b.state.run_id: True for b in batch if await completed(conn, b.state)}
+            sent = True
+            rest = [b for b in batch if b.state.run_id not in done]
+            return done | (await self.complete_many(conn, rest) if rest else {})
+        return send
 
     async def complete_many(self, conn: psycopg.AsyncConnection[Any],
                             batch: list[Completion]) -> dict[int, bool]:
@@ -113,16 +132,11 @@ class Completions:
                 kinds=claims.kinds, claim_if_fenced=True)
             return bool(got.completed), got.runs
 
-        async def landed(conn: psycopg.AsyncConnection[Any]) -> bool:
-            # Sent again after its connection broke: if the lost call
-            # committed, the run it claimed is left to its lease's expiry.
-            run = await AsyncClient(conn).get_run(state.run_id)
-            return run.status == "succeeded" and run.lease_epoch == state.epoch
-
         try:
-            # True when a lost call had landed (persist's answer to landed).
+            # True when a lost call had landed (persist's answer to landed):
+            # the run it claimed is then left to its lease's expiry.
             done: tuple[bool, list[ClaimedRun]] | bool = await self.core.db.persist(
-                call, landed=landed)
+                call, landed=lambda conn: completed(conn, state))
         except OutOfReach as error:
             settle(b.answer, error=error)
             return
@@ -138,9 +152,16 @@ class Completions:
     async def complete_one(self, b: Completion) -> None:
         try:
             settle(b.answer, await self.core.db.persist(on_client(
-                lambda c: c.complete(b.state.run_id, b.state.epoch, b.result))))
+                lambda c: c.complete(b.state.run_id, b.state.epoch, b.result)),
+                landed=lambda conn: completed(conn, b.state)))
         except Exception as error:
             settle(b.answer, error=error)
+
+
+async def completed(conn: psycopg.AsyncConnection[Any], state: RunState) -> bool:
+    """Whether the run succeeded under our epoch: a lost complete of ours landed."""
+    run = await AsyncClient(conn).get_run(state.run_id)
+    return run.status == "succeeded" and run.lease_epoch == state.epoch
 
 
 def settle(answer: asyncio.Future[bool], value: bool = False,

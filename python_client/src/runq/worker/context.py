@@ -170,8 +170,15 @@ class AsyncRunContext:
 
     async def fail(self, code: str, message: str | None = None, **details: Any) -> None:
         failure = {"code": code, **({"message": message} if message else {}), **details}
+
+        async def landed(c: AsyncClient) -> bool:
+            # Sent again after it committed (a failover can take the answer),
+            # fail would be refused and log a run.fenced: ask first.
+            run = await c.get_run(self.run_id)
+            return (run.status == "failed" and run.lease_epoch == self.epoch
+                    and run.failure is not None and run.failure.get("code") == code)
         await self._writes.write(self._state, lambda c: c.fail(self.run_id, self.epoch, failure),
-                                 final=True)
+                                 final=True, landed=landed)
 
 
 class RunContext:

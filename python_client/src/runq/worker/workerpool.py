@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -41,6 +41,10 @@ class WorkerPool:
     # How long an async handler whose run was stopped may go on before its
     # task is cancelled.
     stop_grace: float = 5.0
+    # Called on the pool's event loop once runq has acknowledged this pool's
+    # complete or fail of a run: (run_id, epoch, "succeeded" or "failed").
+    # For audits and metrics; it must not block.
+    on_finished: Callable[[int, int, str], None] | None = None
 
     def __post_init__(self) -> None:
         if not self.handlers:

@@ -87,8 +87,11 @@ class Writes:
 
     async def release(self, state: RunState, patience: float | None = None) -> None:
         """Give the run back (shutdown): its last write."""
+        async def landed(c: AsyncClient) -> bool:
+            run = await c.get_run(state.run_id)
+            return run.status == "queued" and run.lease_epoch == state.epoch
         await self.write(state, lambda c: c.release(state.run_id, state.epoch), final=True,
-                         patience=patience)
+                         patience=patience, landed=landed)
 
     async def refusal(self, state: RunState, why: str) -> RunStopped:
         """The RunStopped for a write refused; why the run stopped is read
