@@ -51,9 +51,12 @@ acknowledged (and each tool body it ran) to a JSON-lines ledger.
 The checks, on the last primary, once every acknowledged run has ended:
 lost (an acknowledged submit, complete, fail, claim, usage, checkpoint or
 tool transition absent), repeated (a run whose end was acknowledged twice,
-or with two terminal events; a tool body run twice), kill to the first
-claim on the new primary, and for async replication whether each loss was
-acknowledged inside a lag window.
+or with two terminal events; a tool body run twice; usage recorded more
+often than acknowledged; a run.fenced under the epoch that ended the run,
+which only a resent write of its own can log), kill to the first claim on
+the new primary, and for async replication whether each loss was
+acknowledged inside a lag window (or under a claim or run_id a loss there
+let the new primary give out again) and each repeat follows a loss.
 """
 
 from __future__ import annotations
@@ -144,6 +147,7 @@ class Server:
                     return
             except psycopg.OperationalError:
                 if time.monotonic() > until:
+                    self.kill()
                     raise
                 time.sleep(0.05)
 
@@ -178,7 +182,7 @@ class Pair:
         self.primary = self._server(self.ports[0])
         subprocess.run([pg_tool("initdb"), "-D", str(self.primary.data), "-U", "postgres",
                         "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"],
-                       check=True, capture_output=True, **owner())
+                       check=True, capture_output=True, timeout=120, **owner())
         self.primary.start()
         self.standby = self.primary  # until the standby streams (close() kills both)
         try:
@@ -206,19 +210,23 @@ class Pair:
         subprocess.run([pg_tool("pg_basebackup"), "-D", str(standby.data), "-X", "stream",
                         "-c", "fast", "--no-sync", "-R", "-d",
                         dsn(source) + " application_name=standby"],
-                       check=True, capture_output=True, **owner())
+                       check=True, capture_output=True, timeout=120, **owner())
         # A standby never waits for a standby of its own: the promoted one
         # must not wait for one that does not exist yet.
         auto = standby.data / "postgresql.auto.conf"
         kept = [line for line in auto.read_text().splitlines()
                 if not line.startswith("synchronous_standby_names")]
         auto.write_text("\n".join(kept) + "\n")
-        standby.start()
-        self._await_standby("async")
-        if self.sync:
-            self.primary.sql("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
-            self.primary.sql("SELECT pg_reload_conf()")
-            self._await_standby("sync")
+        try:
+            standby.start()
+            self._await_standby("async")
+            if self.sync:
+                self.primary.sql("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
+                self.primary.sql("SELECT pg_reload_conf()")
+                self._await_standby("sync")
+        except BaseException:
+            standby.kill()
+            raise
         return standby
 
     def _await_standby(self, wanted: str) -> None:
@@ -252,7 +260,8 @@ class Pair:
         self.primary.kill()
         if self.link is not None:
             self.link.cut()
-        self.standby.sql("SELECT pg_promote(true, 60)")
+        if not self.standby.sql("SELECT pg_promote(true, 60)")[0][0]:
+            raise RuntimeError(f"the standby was not promoted:\n{self.standby.log_tail()}")
         promoted = time.time()
         old, self.primary = self.primary, self.standby
         self.standby = self._standby(old.port)
@@ -480,6 +489,7 @@ class TsWorker:
         until = time.monotonic() + 30
         while "ready" not in out.read_text(errors="replace"):
             if self.proc.poll() is not None or time.monotonic() > until:
+                self.stop()
                 raise RuntimeError(f"the TypeScript worker did not start:\n{self.tail()}")
             time.sleep(0.05)
 
@@ -507,8 +517,9 @@ def build_ts_worker() -> None:
         return
     if not (TS_DIR / "node_modules").exists():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-                       cwd=TS_DIR, check=True, capture_output=True)
-    subprocess.run(["npm", "run", "build"], cwd=TS_DIR, check=True, capture_output=True)
+                       cwd=TS_DIR, check=True, capture_output=True, timeout=600)
+    subprocess.run(["npm", "run", "build"], cwd=TS_DIR, check=True, capture_output=True,
+                   timeout=300)
 
 
 def url_of(conninfo: str) -> str:
@@ -715,7 +726,8 @@ TERMINAL = ("run.succeeded", "run.failed", "run.cancelled")
 LOST = ("submits", "claims", "ends", "usage records", "checkpoints", "tool starts",
         "tool ends")
 REPEATED = ("runs whose end was acknowledged twice", "runs with two terminal events",
-            "tool bodies run twice")
+            "tool bodies run twice", "usage records counted twice",
+            "run.fenced under the epoch that ended the run")
 
 
 def check(pair: Pair, submitter: Submitter, acks: list[dict[str, Any]],
@@ -737,7 +749,7 @@ def check(pair: Pair, submitter: Submitter, acks: list[dict[str, Any]],
             " GROUP BY 1").fetchall()})
     outcome.events = dict(Counter(e[2] for e in events))
 
-    claimed = {(r, e, p.get("worker_id")) for r, e, t, p in events if t == "run.claimed"}
+    claims = Counter((r, e) for r, e, t, _ in events if t == "run.claimed")
     ended = {(r, e, t.removeprefix("run.")) for r, e, t, _ in events if t in TERMINAL}
     usage = Counter((r, e) for r, e, t, _ in events if t == "run.usage")
     checkpoints = Counter((r, e) for r, e, t, _ in events if t == "run.checkpointed")
@@ -749,12 +761,13 @@ def check(pair: Pair, submitter: Submitter, acks: list[dict[str, Any]],
         if keys.get(key) != run_id or run_id not in runs:
             lost["submits"].append({"key": key, "run_id": run_id,
                                     "t": submitter.acked_at[key]})
+    acked_claims: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     acked_usage: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     acked_checkpoints: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-    for a in acks:
+    for a in sorted(acks, key=lambda a: float(a["t"])):
         run, epoch, op = a["run_id"], a["epoch"], a["op"]
-        if op == "started" and (run, epoch, a["worker"]) not in claimed:
-            lost["claims"].append(a)
+        if op == "started":
+            acked_claims[run, epoch].append(a)
         elif op in ("succeeded", "failed") and (run, epoch, op) not in ended:
             lost["ends"].append(a)
         elif op == "usage":
@@ -766,12 +779,20 @@ def check(pair: Pair, submitter: Submitter, acks: list[dict[str, Any]],
         elif op == "tool_finished" \
                 and (run, epoch, "run.tool_finished", a["call_id"]) not in tools:
             lost["tool ends"].append(a)
-    for (name, acked, logged) in (("usage records", acked_usage, usage),
-                                  ("checkpoints", acked_checkpoints, checkpoints)):
+    # An epoch is claimed once per history: a second claim of the same run
+    # and epoch (by whichever worker) was given out again by a new primary
+    # that lost the first, the earlier; the last ones of usage records and
+    # checkpoints are those a lost tail of WAL took.
+    for name, acked, logged, last in (("claims", acked_claims, claims, False),
+                                      ("usage records", acked_usage, usage, True),
+                                      ("checkpoints", acked_checkpoints, checkpoints, True)):
         for run_epoch, items in acked.items():
-            # The last ones acknowledged are those a lost tail of WAL took.
             missing = len(items) - logged[run_epoch]
-            lost[name] += items[len(items) - missing:] if missing > 0 else []
+            if missing > 0:
+                lost[name] += items[len(items) - missing:] if last else items[:missing]
+    counted_twice = [k for k, n in usage.items() if n > len(acked_usage.get(k, []))]
+    fenced_ends = sorted({(r, e) for r, e, t, _ in events if t == "run.fenced"
+                          and ((r, e, "succeeded") in ended or (r, e, "failed") in ended)})
 
     for f in outcome.failovers:
         f.carried = sum(1 for r, e in f.held if (r, e, "succeeded") in ended)
@@ -782,6 +803,8 @@ def check(pair: Pair, submitter: Submitter, acks: list[dict[str, Any]],
         "runs whose end was acknowledged twice": [r for r, n in ends.items() if n > 1],
         "runs with two terminal events": [r for r, n in terminal.items() if n > 1],
         "tool bodies run twice": [k for k, n in bodies.items() if n > 1],
+        "usage records counted twice": counted_twice,
+        "run.fenced under the epoch that ended the run": fenced_ends,
     }
     not_ended = [r for r in submitter.acked.values()
                  if r in runs and runs[r] not in ("succeeded", "failed", "cancelled")]

@@ -8,8 +8,9 @@ measurement (20 failovers; 5 with asynchronous replication).
   test_synchronous_failovers_lose_and_repeat_nothing
       two failovers with synchronous replication: no acknowledged submit,
       claim, end, usage record, checkpoint or tool transition is missing on
-      the last primary; no run ended twice (by the ledger or the event log)
-      and no non_idempotent tool body ran twice; every run ended; each new
+      the last primary; no run ended twice (by the ledger or the event log),
+      no non_idempotent tool body ran twice, no usage was counted twice and
+      no resent end logged a run.fenced; every run ended; each new
       primary saw a claim within 30 s of the kill; each of the three workers
       ended runs, and the TypeScript worker never crashed (it exits 0 on
       SIGTERM at the end); and the failovers bit: runs were running at each

@@ -102,7 +102,15 @@ The tests:
       end_tool sent again without the probe raises RQ004 (InvalidRunState)
       into the handler and fails the run.
 
-Two tests put a Proxy (a TCP relay, below) between the pool and the server.
+  test_completion_that_committed_but_lost_its_answer[complete_and_claim|complete_many]
+      the same loss for a run's completion, by either path (one place in the
+      slot: complete_and_claim; two: complete_many): the pool asks get_run
+      on a new connection and finds the run succeeded under its epoch, so it
+      does not send the completion again (which would be refused and log a
+      run.fenced); the run succeeded once under epoch 1 and on_finished was
+      called once.
+
+Three tests put a Proxy (a TCP relay, below) between the pool and the server.
 """
 
 from __future__ import annotations
@@ -976,3 +984,28 @@ def test_end_tool_that_committed_but_lost_its_answer(proxy: Proxy, chaos: Harnes
     assert len(proxy.dropped) == 2, proxy.dropped
     assert h.wait_terminal([unprobed], timeout=5, pool=pool) == {unprobed: "failed"}
     after_checks(h, pool, [(91,)], {unprobed: "InvalidRunState"})
+
+
+@pytest.mark.parametrize("path", ["complete_and_claim", "complete_many"])
+def test_completion_that_committed_but_lost_its_answer(proxy: Proxy, chaos: Harness,
+                                                       path: str) -> None:
+    h = chaos
+    # One place in the slot: a lone completion fills it and claims with it
+    # (complete_and_claim); two: it goes through complete_many.
+    pool = h.pool([Slot((91,), 1 if path == "complete_and_claim" else 2)], url=proxy.url)
+    proxy.cut_after(b'"complete_and_claim"(' if path == "complete_and_claim"
+                    else b"runq.complete_many(")
+    finished: list[tuple[int, int, str]] = []
+    pool.on_finished = lambda run_id, epoch, status: finished.append((run_id, epoch, status))
+    run = h.submit("quick", 91)
+    assert h.wait_terminal([run], timeout=10, pool=pool) == {run: "succeeded"}, h.state([run])
+    wait_until("the pool to acknowledge the run's end", lambda: finished, timeout=5,
+               state=lambda: h.state([run], pool))
+    assert len(proxy.dropped) == 1 and proxy.dropped[0].endswith(_READY_IDLE), proxy.dropped
+    events = h.events(run)
+    kinds = [t for t, _ in events]
+    # Sent again without asking, the completion would be refused: run.fenced.
+    assert "run.fenced" not in kinds and kinds.count("run.succeeded") == 1, events
+    assert events[-1] == ("run.succeeded", 1), events
+    assert finished == [(run, 1, "succeeded")], finished
+    after_checks(h, pool, [(91,)], {})

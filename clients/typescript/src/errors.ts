@@ -113,7 +113,10 @@ export class RunStopped extends Error {
 // read-only standby (25006: a failover under way), or the socket's own
 // errors. pg reports a connection it lost or could not make as a plain
 // Error with no code; its other plain Errors are mistakes of the caller's.
-const LOST_MESSAGE = /Connection terminated|is not queryable|timeout/;
+// Connect timeouts only: a query_timeout ("Query read timeout") leaves the
+// statement running on a live connection, where it may still commit after
+// a probe looked, so sending it again could apply it twice.
+const LOST_MESSAGE = /Connection terminated|is not queryable|timeout expired|timeout exceeded when trying to connect/;
 const LOST_CODES = new Set([
   "57P01", "57P02", "57P03", "25006",
   "ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH",

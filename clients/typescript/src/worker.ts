@@ -130,9 +130,12 @@ async function endedAs(client: Client, runId: bigint, epoch: bigint, status: Run
   return ours ? true : undefined;
 }
 
-/** ask_user, wait_children: the event it logs, under our epoch. */
-async function logged(client: Client, runId: bigint, epoch: bigint, type: string): Promise<true | undefined> {
-  return (await client.runEvents(runId)).some((e) => e.type === type && e.epoch === epoch) ? true : undefined;
+/** ask_user, wait_children: an event it logs, under our epoch (wait_children
+ * with no live child queues the run at once: run.children_done). */
+async function logged(client: Client, runId: bigint, epoch: bigint, types: readonly string[]
+): Promise<true | undefined> {
+  return (await client.runEvents(runId)).some((e) => types.includes(e.type) && e.epoch === epoch)
+    ? true : undefined;
 }
 
 /** release: the run is no longer running under our epoch (released, or
@@ -228,13 +231,13 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
   };
   // The run ends its lease and waits (ask_user, wait_children): the handler's
   // result is not written after it.
-  const park = async (call: () => Promise<boolean>, event: string): Promise<void> => {
+  const park = async (call: () => Promise<boolean>, events: readonly string[]): Promise<void> => {
     // A heartbeat committed after it would be fenced (the run is no longer
     // running) and log a run.fenced that no stale worker caused.
     asking = true;
     await beat.catch(() => undefined);
     try {
-      await write(call, () => logged(client, runId, epoch, event));
+      await write(call, () => logged(client, runId, epoch, events));
       parked = true;
     } finally {
       asking = false;
@@ -283,7 +286,7 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
       if (!ok) await stopWith();
       return ok;
     },
-    askUser: (question) => park(() => client.askUser(runId, epoch, question), "run.waiting_for_user"),
+    askUser: (question) => park(() => client.askUser(runId, epoch, question), ["run.waiting_for_user"]),
     spawn: async (key, kind, payload, options) => {
       refuse();
       // The same key by the same run is the same child: sent again, nothing is created twice.
@@ -291,7 +294,8 @@ async function processRun(options: WorkerOptions, run: ClaimedRun, heartbeatMs: 
       if (child === null) throw await stopWith(); // fenced, as a write's false
       return child;
     },
-    waitChildren: () => park(() => client.waitChildren(runId, epoch), "run.waiting_for_children"),
+    waitChildren: () => park(() => client.waitChildren(runId, epoch),
+      ["run.waiting_for_children", "run.children_done"]),
     children: () => resend(() => client.children(runId)),
   };
 

@@ -98,7 +98,7 @@ describe("errors", () => {
       coded("08006"), coded("08001"), coded("25006"), coded("ECONNREFUSED"), coded("ECONNRESET"),
       new Error("Connection terminated unexpectedly"), new Error("Connection terminated"),
       new Error("Client has encountered a connection error and is not queryable"),
-      new Error("timeout exceeded when trying to connect"),
+      new Error("timeout exceeded when trying to connect"), new Error("timeout expired"),
     ]) assert.equal(isConnectionLost(lost), true, String(lost));
     for (const statement of [
       coded("22023"), coded("40001"), coded("42501"), coded("RQ004"), coded("25P02"),
@@ -107,6 +107,7 @@ describe("errors", () => {
       new Error("Cannot use a pool after calling end on the pool"),
       new Error("circular reference detected while preparing \"x\" for query"),
       new RangeError("Connection terminated? no: not pg's"), "Connection terminated", undefined,
+      new Error("Query read timeout"), // the statement may still commit
     ]) assert.equal(isConnectionLost(statement), false, String(statement));
     // and a real one: a call on a connection whose backend was terminated
     const conn = new pg.Client({ connectionString: db.url });

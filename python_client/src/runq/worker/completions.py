@@ -7,7 +7,6 @@ commit a run, where a completion and a claim would take two of each."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,7 @@ import psycopg
 
 from runq.client import AsyncClient, _jsonb
 from runq.types import ClaimedRun
-from runq.worker.links import BATCH, OutOfReach, on_client
+from runq.worker.links import BATCH, OutOfReach
 from runq.worker.log import log
 from runq.worker.state import Phase, RunState
 from runq.worker.waits import all_set
@@ -72,8 +71,9 @@ class Completions:
         if len(batch) == 1 and self.core.claims.full(batch[0].state.slot):
             await self.send_and_claim(batch[0])
             return
+        batch_send = BatchSend(self, batch)
         try:
-            done = await self.core.db.persist(self.sender(batch))
+            done = await self.core.db.persist(batch_send)
         except OutOfReach as error:
             for b in batch:
                 settle(b.answer, error=error)
@@ -84,30 +84,12 @@ class Completions:
             # loop, so the error reaches its run only and nothing waits for it.
             log.info("complete_many: %s; completing %d runs one by one", error, len(batch))
             for b in batch:
-                task = asyncio.ensure_future(self.complete_one(b))
+                task = asyncio.ensure_future(self.complete_one(b, batch_send.sent))
                 self.side_tasks.add(task)
                 task.add_done_callback(self.side_tasks.discard)
             return
         for b in batch:
             settle(b.answer, done[b.state.run_id])
-
-    def sender(self, batch: list[Completion]
-               ) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[dict[int, bool]]]:
-        """complete_many of the batch; sent again after its connection broke,
-        it first settles the runs the lost call completed (a failover can
-        take the answer of a commit the standby has), which a second
-        complete would refuse, logging a run.fenced no stale worker caused."""
-        sent = False
-
-        async def send(conn: psycopg.AsyncConnection[Any]) -> dict[int, bool]:
-            nonlocal sent
-            done: dict[int, bool] = {}
-            if sent:
-                done = {b.state.run_id: True for b in batch if await completed(conn, b.state)}
-            sent = True
-            rest = [b for b in batch if b.state.run_id not in done]
-            return done | (await self.complete_many(conn, rest) if rest else {})
-        return send
 
     async def complete_many(self, conn: psycopg.AsyncConnection[Any],
                             batch: list[Completion]) -> dict[int, bool]:
@@ -141,21 +123,49 @@ class Completions:
             settle(b.answer, error=error)
             return
         except Exception as error:
+            # It may have been sent (and committed) before it failed.
             log.info("complete_and_claim: %s; completing run %s alone", error, state.run_id)
-            await self.complete_one(b)
+            await self.complete_one(b, sent=True)
             return
-        completed, runs = done if isinstance(done, tuple) else (True, [])
+        ok, runs = done if isinstance(done, tuple) else (True, [])
         for run in runs:
             claims.start(run, slot)
-        settle(b.answer, completed)
+        settle(b.answer, ok)
 
-    async def complete_one(self, b: Completion) -> None:
+    async def complete_one(self, b: Completion, sent: bool = False) -> None:
+        """runq.complete of one run; sent: a call of an earlier try may have
+        committed, so runq is asked first."""
+        async def call(conn: psycopg.AsyncConnection[Any]) -> bool:
+            if sent and await completed(conn, b.state):
+                return True
+            return await AsyncClient(conn).complete(b.state.run_id, b.state.epoch, b.result)
+
         try:
-            settle(b.answer, await self.core.db.persist(on_client(
-                lambda c: c.complete(b.state.run_id, b.state.epoch, b.result)),
-                landed=lambda conn: completed(conn, b.state)))
+            settle(b.answer, await self.core.db.persist(
+                call, landed=lambda conn: completed(conn, b.state)))
         except Exception as error:
             settle(b.answer, error=error)
+
+
+class BatchSend:
+    """complete_many of a batch, for Database.persist. Sent again after its
+    connection broke, it first settles the runs the lost call completed (a
+    failover can take the answer of a commit the standby has), which a
+    second complete would refuse, logging a run.fenced no stale worker
+    caused. ``sent``: a call went out, and may have committed."""
+
+    def __init__(self, completions: Completions, batch: list[Completion]) -> None:
+        self.completions = completions
+        self.batch = batch
+        self.sent = False
+
+    async def __call__(self, conn: psycopg.AsyncConnection[Any]) -> dict[int, bool]:
+        done: dict[int, bool] = {}
+        if self.sent:
+            done = {b.state.run_id: True for b in self.batch if await completed(conn, b.state)}
+        self.sent = True
+        rest = [b for b in self.batch if b.state.run_id not in done]
+        return done | (await self.completions.complete_many(conn, rest) if rest else {})
 
 
 async def completed(conn: psycopg.AsyncConnection[Any], state: RunState) -> bool:

@@ -136,7 +136,8 @@ class AsyncRunContext:
     async def ask_user(self, question: Any) -> None:
         """Wait for the user; the handler should return after this."""
         await self._writes.write(self._state, lambda c: c.ask_user(
-            self.run_id, self.epoch, question), final=True)
+            self.run_id, self.epoch, question), final=True,
+            landed=self._logged("run.waiting_for_user"))
 
     async def spawn(self, key: str, kind: str, payload: Mapping[str, Any] | None = None, *,
                     priority: int | None = None, max_attempts: int = 3,
@@ -158,15 +159,26 @@ class AsyncRunContext:
         every child is terminal (at once when none is live): ctx.children()
         then has their results."""
         await self._writes.write(self._state, lambda c: c.wait_children(
-            self.run_id, self.epoch), final=True)
+            self.run_id, self.epoch), final=True,
+            landed=self._logged("run.waiting_for_children", "run.children_done"))
 
     async def children(self) -> list[ChildRun]:
         """The run's children in spawn order (runq.children): their status,
         result, failure and usage."""
         return await self._writes.db.persist(on_client(lambda c: c.children(self.run_id)))
 
+    def _logged(self, *types: str) -> Callable[[AsyncClient], Awaitable[bool]]:
+        """A probe for a last write that was sent again: sent again after it
+        committed, it would be refused (the run no longer runs) and log a
+        run.fenced. Its event under our epoch says it landed."""
+        async def landed(c: AsyncClient) -> bool:
+            return any(e.type in types and e.epoch == self.epoch
+                       for e in await c.run_events(self.run_id))
+        return landed
+
     async def complete(self, result: Any = None) -> None:
         await self._writes.write(self._state, None, final=True, result=result)
+        self._writes.finished(self._state, "succeeded")
 
     async def fail(self, code: str, message: str | None = None, **details: Any) -> None:
         failure = {"code": code, **({"message": message} if message else {}), **details}
@@ -179,6 +191,7 @@ class AsyncRunContext:
                     and run.failure is not None and run.failure.get("code") == code)
         await self._writes.write(self._state, lambda c: c.fail(self.run_id, self.epoch, failure),
                                  final=True, landed=landed)
+        self._writes.finished(self._state, "failed")
 
 
 class RunContext:

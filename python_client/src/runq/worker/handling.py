@@ -78,7 +78,6 @@ class Handling:
             # jsonb holds no \u0000, so neither may the message
             message = (str(error) or type(error).__name__).replace("\x00", "\\0")
             await ctx.fail(type(error).__name__, message)
-            self.finished(state, "failed")
             return
         try:
             await ctx.complete(result)
@@ -88,20 +87,6 @@ class Handling:
             await ctx.fail("result_not_json",
                            f"the handler's result ({type(result).__name__}) cannot be stored"
                            f" as jsonb: {refused}")
-            self.finished(state, "failed")
-            return
-        self.finished(state, "succeeded")
-
-    def finished(self, state: RunState, status: str) -> None:
-        """Tells the pool's on_finished that runq acknowledged the run's end
-        (a write refused raised RunStopped before this)."""
-        hook = self.core.pool.on_finished
-        if hook is None:
-            return
-        try:
-            hook(state.run_id, state.epoch, status)
-        except Exception:  # the run has ended either way
-            log.exception("run %s: on_finished raised", state.run_id)
 
     async def in_thread(self, handler: Callable[[RunContext], Any],
                         ctx: RunContext) -> tuple[Any, BaseException | None]:

@@ -41,8 +41,9 @@ class WorkerPool:
     # How long an async handler whose run was stopped may go on before its
     # task is cancelled.
     stop_grace: float = 5.0
-    # Called on the pool's event loop once runq has acknowledged this pool's
-    # complete or fail of a run: (run_id, epoch, "succeeded" or "failed").
+    # Called on the pool's event loop once runq has acknowledged a run's
+    # complete or fail (the pool's, or the handler's own ctx.complete or
+    # ctx.fail): (run_id, epoch, "succeeded" or "failed").
     # For audits and metrics; it must not block.
     on_finished: Callable[[int, int, str], None] | None = None
 

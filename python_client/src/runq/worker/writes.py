@@ -61,6 +61,18 @@ class Writes:
             self.core.stop_run(state)
             raise await self.refusal(state, "was fenced or cancelled")
 
+    def finished(self, state: RunState, status: str) -> None:
+        """Tells the pool's on_finished that runq acknowledged the run's end,
+        whoever sent it: the handler's own ctx.complete or ctx.fail, or the
+        pool's with what the handler returned or raised."""
+        hook = self.core.pool.on_finished
+        if hook is None:
+            return
+        try:
+            hook(state.run_id, state.epoch, status)
+        except Exception:  # the run has ended either way
+            log.exception("run %s: on_finished raised", state.run_id)
+
     async def spawn(self, state: RunState,
                     call: Callable[[AsyncClient], Awaitable[int | None]]) -> int:
         """runq.spawn under the run's epoch, as a fenced write: the child's
@@ -88,8 +100,11 @@ class Writes:
     async def release(self, state: RunState, patience: float | None = None) -> None:
         """Give the run back (shutdown): its last write."""
         async def landed(c: AsyncClient) -> bool:
+            # A release that landed took the lease-expiry path: queued, or
+            # failed or cancelled by its policy, deadline or cancel flag, or
+            # claimed again since. Only a run still ours did not get it.
             run = await c.get_run(state.run_id)
-            return run.status == "queued" and run.lease_epoch == state.epoch
+            return not (run.status == "running" and run.lease_epoch == state.epoch)
         await self.write(state, lambda c: c.release(state.run_id, state.epoch), final=True,
                          patience=patience, landed=landed)
 
