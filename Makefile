@@ -74,7 +74,7 @@ bench-agents: $(STAMP)
 bench-children: $(STAMP)
 	$(BENCH_SERVER) $(VENV)/bin/python bench/children.py
 
-# Failover under load (tests/failover.py, about 5 minutes): a primary and a
+# Failover under load (tests/failover.py, about 2 minutes): a primary and a
 # streaming standby of its own, the primary killed and the standby promoted
 # 20 times under load with synchronous replication, then 5 times with
 # asynchronous replication: what was lost and repeated, and the time from

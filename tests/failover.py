@@ -742,8 +742,9 @@ def check(pair: Pair, submitter: Submitter, acks: list[dict[str, Any]],
             " WHERE tenant_id = 'rig'").fetchall())
         events = c.execute("SELECT run_id, epoch, type, payload FROM runq.run_events"
                            " WHERE type <> 'run.created'").fetchall()
-        outcome.statuses = dict(Counter(runs[r] for r in submitter.acked.values()
-                                        if r in runs))
+        # A lost submit's run_id may belong to another run since: not counted.
+        outcome.statuses = dict(Counter(runs[r] for k, r in submitter.acked.items()
+                                        if r in runs and keys.get(k) == r))
         outcome.statuses.update({f"failed: {code}": n for code, n in c.execute(
             "SELECT failure ->> 'code', count(*) FROM runq.runs WHERE status = 'failed'"
             " GROUP BY 1").fetchall()})
