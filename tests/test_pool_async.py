@@ -449,8 +449,14 @@ def test_emitted_output_is_gathered_and_lands_before_the_end(
 
     async def overtaken(ctx: AsyncRunContext) -> None:
         await ctx.emit("mine")
-        await asyncio.sleep(0.2)  # sent by the gathering loop meanwhile
-        with psycopg.connect(db_url, autocommit=True) as other:  # another worker takes the run
+        with psycopg.connect(db_url, autocommit=True) as other:
+            # Sent by the gathering loop meanwhile (every 10 ms; later on a
+            # loaded machine): the run is taken only once it has landed.
+            for _ in range(500):
+                if value(other, "SELECT count(*) FROM runq.read_output(%s)", [ctx.run_id]):
+                    break
+                await asyncio.sleep(0.02)
+            # another worker takes the run
             other.execute("UPDATE runq.runs SET lease_expires_at = now() - interval '1 s'"
                           " WHERE run_id = %s", [ctx.run_id])
             other.execute("SELECT runq.sweep()")
